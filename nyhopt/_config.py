@@ -1,0 +1,68 @@
+"""Library-wide settings: the memory budget that sizes row blocks.
+
+Every block-wise product works on ``b`` rows of ``X`` at a time, with ``b``
+chosen so that the temporaries of one block (``b x m`` kernel block and its
+companions) fit in the memory budget.  The default is 256 MiB; change it
+globally with :func:`set_memory_budget` or locally with :func:`memory_budget`.
+
+Examples
+--------
+>>> import nyhopt as nh
+>>> with nh.memory_budget(16 * 2**20):       # 16 MiB blocks inside this block
+...     pass
+>>> nh.get_memory_budget() == 256 * 2**20
+True
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+
+__all__ = ["get_memory_budget", "set_memory_budget", "memory_budget", "block_rows"]
+
+_DEFAULT_BUDGET = 256 * 2**20
+_state = threading.local()
+
+
+def get_memory_budget() -> int:
+    """Memory budget in bytes for the temporaries of one row block."""
+    return getattr(_state, "budget", _DEFAULT_BUDGET)
+
+
+def set_memory_budget(nbytes: int) -> None:
+    """Set the memory budget (bytes) for block temporaries in this thread.
+
+    Parameters
+    ----------
+    nbytes : int
+        Positive number of bytes; ``None`` restores the default (256 MiB).
+    """
+    if nbytes is None:
+        nbytes = _DEFAULT_BUDGET
+    if not isinstance(nbytes, (int,)) or isinstance(nbytes, bool) or nbytes <= 0:
+        raise ValueError(f"memory budget must be a positive integer number of bytes, got {nbytes!r}")
+    _state.budget = int(nbytes)
+
+
+@contextlib.contextmanager
+def memory_budget(nbytes: int):
+    """Context manager that sets the memory budget temporarily."""
+    old = get_memory_budget()
+    set_memory_budget(nbytes)
+    try:
+        yield
+    finally:
+        _state.budget = old
+
+
+def block_rows(n: int, m: int, itemsize: int, n_temps: int = 3, per_row: int = 0) -> int:
+    """Number of rows per block so that one block's temporaries fit the budget.
+
+    A block of ``b`` rows holds ``n_temps`` arrays of ``b x m`` items plus
+    ``per_row`` further items per row (right-hand sides, outputs).
+
+    Returns an integer in ``[1, max(n, 1)]``.
+    """
+    per_row_bytes = itemsize * (n_temps * max(m, 1) + per_row)
+    b = get_memory_budget() // max(per_row_bytes, 1)
+    return int(max(1, min(b, max(n, 1))))

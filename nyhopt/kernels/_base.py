@@ -1,0 +1,184 @@
+"""Base class shared by the stationary kernels.
+
+Every kernel of nyhopt is a radial function of the scaled squared distance
+
+.. math::  s(x, z) = \\sum_{j=1}^{d} (x_j - z_j)^2 / \\ell_j^2,
+           \\qquad k(x, z) = \\varphi(s(x, z)),
+
+with one lengthscale :math:`\\ell` shared by all features or one per feature.
+A kernel therefore only has to provide its *profile* :math:`\\varphi` and the
+profile's derivative :math:`\\varphi'`; distances, blocks and adjoints are
+computed once for all kernels in :mod:`nyhopt.ops`.
+
+Adjoint.  For a cotangent :math:`G` of :math:`K = k(X, Z)` let
+:math:`W_{ij} = G_{ij}\\,\\varphi'(s_{ij})`, :math:`w^r = W 1` (row sums) and
+:math:`w^c = W^T 1` (column sums).  With scaled points
+:math:`\\tilde x = x / \\ell`, :math:`\\tilde z = z / \\ell`:
+
+.. math::
+    \\frac{\\partial \\langle G, K\\rangle}{\\partial Z_{jk}}
+        = \\frac{2}{\\ell_k}\\big(w^c_j \\tilde Z_{jk} - (W^T \\tilde X)_{jk}\\big),
+    \\qquad
+    \\frac{\\partial \\langle G, K\\rangle}{\\partial X_{ik}}
+        = \\frac{2}{\\ell_k}\\big(w^r_i \\tilde X_{ik} - (W \\tilde Z)_{ik}\\big),
+
+.. math::
+    \\frac{\\partial \\langle G, K\\rangle}{\\partial \\ell_k}
+        = -\\frac{2}{\\ell_k} \\sum_{ij} W_{ij} (\\tilde X_{ik} - \\tilde Z_{jk})^2 ,
+
+and, for a single shared lengthscale, the sum of the last expression over k.
+When :math:`G = P Q^T` is low rank, :math:`W` is formed one row block at a
+time, so no ``n x m`` array ever exists.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .._validation import check_lengthscale
+
+__all__ = ["Kernel", "KernelGrad"]
+
+
+class KernelGrad(NamedTuple):
+    """Gradients of :math:`\\langle G, k(X, Z)\\rangle`.
+
+    Attributes
+    ----------
+    lengthscale : numpy.ndarray or None
+        float64, shape of the kernel's lengthscale array, ``(1,)`` or ``(d,)``.
+    centers : array or None
+        Gradient with respect to ``Z``, shape ``(m, d)``, float64.
+    X : array or None
+        Gradient with respect to ``X``, shape ``(n, d)``, float64.
+    """
+
+    lengthscale: object
+    centers: object
+    X: object
+
+
+class Kernel:
+    """Stationary kernel :math:`k(x, z) = \\varphi(\\|(x - z)/\\ell\\|^2)`.
+
+    Subclasses set ``kind`` (a short name used by the fused CPU/GPU loops)
+    and implement :meth:`profile` and :meth:`profile_and_derivative`.
+
+    Parameters
+    ----------
+    lengthscale : float or array of shape (d,)
+        One lengthscale for every feature, or one per feature.  Must be > 0.
+    """
+
+    kind = "base"
+    #: True when the profile has a cusp at s = 0, so squared distances must be
+    #: computed from coordinate differences (exact zeros) rather than from
+    #: ``|x|^2 + |z|^2 - 2 x.z`` (rounding ~1e-16 turns into ~1e-8 under a sqrt).
+    needs_exact_distances = False
+
+    def __init__(self, lengthscale=1.0):
+        self.lengthscale = lengthscale
+
+    # -- scikit-learn style parameters -------------------------------------------
+    def _param_names(self):
+        return ["lengthscale"]
+
+    def get_params(self, deep=True):
+        """Constructor parameters, as scikit-learn's ``get_params``."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params):
+        """Set constructor parameters, as scikit-learn's ``set_params``."""
+        for key, value in params.items():
+            if key not in self._param_names():
+                raise ValueError(f"invalid parameter {key!r} for {type(self).__name__}")
+            setattr(self, key, value)
+        return self
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        a, b = self.get_params(), other.get_params()
+        return all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
+
+    __hash__ = None
+
+    # -- hyperparameters ----------------------------------------------------------
+    def lengthscale_array(self, n_features=None) -> np.ndarray:
+        """Lengthscales as float64 array of shape ``(1,)`` or ``(d,)`` (validated)."""
+        return check_lengthscale(self.lengthscale, n_features)
+
+    def with_lengthscale(self, lengthscale):
+        """A copy of this kernel with other lengthscales."""
+        params = self.get_params()
+        params["lengthscale"] = lengthscale
+        return type(self)(**params)
+
+    # -- profile ---------------------------------------------------------------------
+    def profile(self, s, xp=np):
+        """:math:`\\varphi(s)` elementwise; may overwrite ``s``."""
+        raise NotImplementedError
+
+    def profile_and_derivative(self, s, xp=np):
+        """:math:`(\\varphi(s), \\varphi'(s))` elementwise (``s`` is left intact)."""
+        raise NotImplementedError
+
+    # -- matrices ----------------------------------------------------------------------
+    def __call__(self, X, Z=None):
+        """Kernel matrix :math:`k(X, Z)` (``k(X, X)`` when ``Z`` is None).
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+        Z : array of shape (m, d), optional
+
+        Returns
+        -------
+        K : array of shape (n, m), dtype of ``X``; symmetric when ``Z`` is None.
+        """
+        from ..ops import kernel_matrix
+
+        return kernel_matrix(self, X, Z)
+
+    def diag(self, X):
+        """Diagonal :math:`k(x_i, x_i) = \\varphi(0) = 1` for every row of ``X``."""
+        from ..backend import get_namespace
+        from .._validation import check_matrix
+
+        xp = get_namespace(X)
+        X = check_matrix(X, "X", xp)
+        return xp.ones(X.shape[0], dtype=X.dtype)
+
+    def adjoint(self, X, Z, G=None, *, P=None, Q=None, wrt=("lengthscale", "centers")):
+        """Gradients of :math:`\\langle G, k(X, Z)\\rangle` (see module notes).
+
+        Give either a dense cotangent ``G`` of shape ``(n, m)`` or a low-rank
+        one ``G = P @ Q.T`` through ``P`` (n, k) and ``Q`` (m, k).
+
+        Parameters
+        ----------
+        X : array (n, d)
+        Z : array (m, d)
+        G : array (n, m), optional
+        P, Q : arrays (n, k), (m, k), optional
+        wrt : iterable of {"lengthscale", "centers", "X"}
+
+        Returns
+        -------
+        KernelGrad
+            Requested gradients (float64), ``None`` for the others.
+        """
+        from ..ops import adjoint_dense, adjoint_lowrank
+
+        if G is not None:
+            if P is not None or Q is not None:
+                raise ValueError("give either G or (P, Q), not both")
+            return adjoint_dense(self, X, Z, G, wrt=wrt)
+        if P is None or Q is None:
+            raise ValueError("adjoint needs a cotangent: G, or both P and Q")
+        return adjoint_lowrank(self, X, Z, P, Q, wrt=wrt)

@@ -1,0 +1,163 @@
+"""Block-wise kernel products and adjoint contractions.
+
+Public functions validate their inputs, pick the array module from them, and
+dispatch to one implementation:
+
+* CuPy arrays -> :mod:`nyhopt.ops._cupy` (cuBLAS blocks + CUDA RawKernels);
+* NumPy arrays -> the implementation chosen per operation in ``CPU_IMPL``:
+  ``"numpy"`` (:mod:`nyhopt.ops._reference`, BLAS based) or ``"numba"``
+  (:mod:`nyhopt.ops._numba`, fused loops).
+
+Row blocks are sized from the memory budget (:func:`nyhopt.set_memory_budget`).
+"""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+from ..backend import get_namespace, is_cupy_namespace
+from .._validation import check_matrix
+from . import _reference
+
+__all__ = [
+    "kernel_matrix",
+    "kmv",
+    "kmtv",
+    "normal_matvec",
+    "adjoint_dense",
+    "adjoint_lowrank",
+    "CPU_IMPL",
+    "set_cpu_impl",
+]
+
+#: Implementation used on the CPU for each operation ("numpy" or "numba"),
+#: chosen by measurement (see asv_bench and docs/performance.md).
+CPU_IMPL = {
+    "kernel_matrix": "numpy",
+    "kmv": "numpy",
+    "kmtv": "numpy",
+    "normal_matvec": "numpy",
+    "adjoint_dense": "numpy",
+    "adjoint_lowrank": "numpy",
+}
+
+
+def set_cpu_impl(op: str | None = None, impl: str = "numpy") -> None:
+    """Choose the CPU implementation ("numpy" or "numba") of one operation, or all."""
+    if impl not in ("numpy", "numba"):
+        raise ValueError(f"impl must be 'numpy' or 'numba', got {impl!r}")
+    ops = list(CPU_IMPL) if op is None else [op]
+    for name in ops:
+        if name not in CPU_IMPL:
+            raise ValueError(f"unknown operation {name!r}; expected one of {sorted(CPU_IMPL)}")
+        CPU_IMPL[name] = impl
+
+
+def _module(op, xp):
+    if is_cupy_namespace(xp):
+        mod = importlib.import_module("nyhopt.ops._cupy")
+    elif CPU_IMPL[op] == "numba":
+        mod = importlib.import_module("nyhopt.ops._numba")
+    else:
+        mod = _reference
+    return getattr(mod, op)
+
+
+def _prepare(kernel, X, Z, *others):
+    """Validate ``X``, ``Z`` (and extra operands) and return (xp, X, Z, ell)."""
+    xp = get_namespace(X, Z, *[o for o, _ in others])
+    X = check_matrix(X, "X", xp)
+    Z = check_matrix(Z, "Z", xp, dtype=X.dtype, n_features=X.shape[1])
+    ell = kernel.lengthscale_array(X.shape[1])
+    kernel.kind  # validates Matern's nu
+    return xp, X, Z, ell
+
+
+def _operand(a, name, rows, dtype, xp):
+    a = xp.asarray(a)
+    if a.ndim == 1:
+        a = a[:, None]
+    if a.ndim != 2 or a.shape[0] != rows:
+        raise ValueError(f"{name} must have {rows} rows, got shape {tuple(a.shape)}")
+    if a.dtype != dtype:
+        a = a.astype(dtype)
+    return a
+
+
+def kernel_matrix(kernel, X, Z=None):
+    """Dense kernel matrix ``k(X, Z)`` (``k(X, X)``, exactly symmetric, if Z is None)."""
+    symmetric = Z is None or Z is X
+    xp, X, Z, ell = _prepare(kernel, X, X if Z is None else Z)
+    return _module("kernel_matrix", xp)(kernel, X, Z, ell, xp, symmetric=symmetric)
+
+
+def kmv(kernel, X, Z, V):
+    """``k(X, Z) @ V`` block by block.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : array (n, d)
+    Z : array (m, d)
+    V : array (m,) or (m, k)
+
+    Returns
+    -------
+    array (n, k) (or (n,) when V is 1-D), dtype of X.
+    """
+    xp, X, Z, ell = _prepare(kernel, X, Z, (V, "V"))
+    V2 = _operand(V, "V", Z.shape[0], X.dtype, xp)
+    out = _module("kmv", xp)(kernel, X, Z, V2, ell, xp)
+    return out[:, 0] if xp.asarray(V).ndim == 1 else out
+
+
+def kmtv(kernel, X, Z, U):
+    """``k(X, Z).T @ U`` block by block; U (n,) or (n, k), result (m,) or (m, k)."""
+    xp, X, Z, ell = _prepare(kernel, X, Z, (U, "U"))
+    U2 = _operand(U, "U", X.shape[0], X.dtype, xp)
+    out = _module("kmtv", xp)(kernel, X, Z, U2, ell, xp)
+    return out[:, 0] if xp.asarray(U).ndim == 1 else out
+
+
+def normal_matvec(kernel, X, Z, V, U=None):
+    """``K^T (K V)`` and optionally ``K^T U`` in a single pass over ``X``.
+
+    This is the product of one Falkon CG iteration (``K = k(X, Z)``).
+
+    Returns
+    -------
+    (KtKV, KtU) : arrays (m, k) and (m, k') or None.
+    """
+    xp, X, Z, ell = _prepare(kernel, X, Z, (V, "V"), (U, "U"))
+    V2 = _operand(V, "V", Z.shape[0], X.dtype, xp)
+    U2 = None if U is None else _operand(U, "U", X.shape[0], X.dtype, xp)
+    return _module("normal_matvec", xp)(kernel, X, Z, V2, ell, xp, U=U2)
+
+
+def adjoint_dense(kernel, X, Z, G, wrt=("lengthscale", "centers")):
+    """Gradients of ``<G, k(X, Z)>`` for a dense cotangent ``G`` of shape (n, m).
+
+    Returns a :class:`~nyhopt.kernels.KernelGrad` (float64 arrays).
+    """
+    xp, X, Z, ell = _prepare(kernel, X, Z, (G, "G"))
+    G = xp.asarray(G)
+    if G.shape != (X.shape[0], Z.shape[0]):
+        raise ValueError(f"G must have shape {(X.shape[0], Z.shape[0])}, got {tuple(G.shape)}")
+    return _module("adjoint_dense", xp)(kernel, X, Z, G.astype(X.dtype, copy=False), ell, xp, wrt=tuple(wrt))
+
+
+def adjoint_lowrank(kernel, X, Z, P, Q, wrt=("lengthscale", "centers")):
+    """Gradients of ``<P Q^T, k(X, Z)>`` without forming an n x m matrix.
+
+    Parameters
+    ----------
+    P : array (n, k)
+    Q : array (m, k)
+    """
+    xp, X, Z, ell = _prepare(kernel, X, Z, (P, "P"), (Q, "Q"))
+    P2 = _operand(P, "P", X.shape[0], X.dtype, xp)
+    Q2 = _operand(Q, "Q", Z.shape[0], X.dtype, xp)
+    if P2.shape[1] != Q2.shape[1]:
+        raise ValueError(f"P and Q must have the same number of columns, got {P2.shape[1]} and {Q2.shape[1]}")
+    return _module("adjoint_lowrank", xp)(kernel, X, Z, P2, Q2, ell, xp, wrt=tuple(wrt))

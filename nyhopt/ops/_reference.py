@@ -1,0 +1,171 @@
+"""Reference block-wise kernel products, written once for any array module.
+
+These functions run on NumPy (the CPU reference) and on CuPy (the GPU path
+reuses them for everything that cuBLAS does well).  Every loop walks ``X`` in
+row blocks sized by :func:`nyhopt.block_rows`, so temporaries are ``b x m``,
+never ``n x m``.
+
+Conventions: ``X`` (n, d) and ``Z`` (m, d) share a floating dtype; ``ell`` is
+the float64 lengthscale array of shape (1,) or (d,); block results are in the
+data dtype and adjoint sums are accumulated in float64 across blocks.
+"""
+from __future__ import annotations
+
+from .._config import block_rows
+from ..kernels import KernelGrad
+
+__all__ = [
+    "scaled",
+    "sqdist",
+    "kernel_block",
+    "kernel_matrix",
+    "kmv",
+    "kmtv",
+    "normal_matvec",
+    "adjoint_dense",
+    "adjoint_lowrank",
+]
+
+
+def scaled(A, ell, xp):
+    """``A / ell`` in the dtype of ``A``."""
+    return A / xp.asarray(ell, dtype=A.dtype)
+
+
+def sqdist(Xs, Zs, xp, exact=False, zz=None):
+    """Squared distances between rows of scaled ``Xs`` (b, d) and ``Zs`` (m, d).
+
+    ``exact=True`` sums coordinate differences (exact zeros for coincident
+    points); otherwise ``|x|^2 + |z|^2 - 2 x.z`` with one GEMM, clipped at 0.
+    """
+    if exact:
+        s = xp.zeros((Xs.shape[0], Zs.shape[0]), dtype=Xs.dtype)
+        for j in range(Xs.shape[1]):
+            diff = Xs[:, j : j + 1] - Zs[:, j][None, :]
+            diff *= diff
+            s += diff
+        return s
+    if zz is None:
+        zz = xp.sum(Zs * Zs, axis=1)
+    s = Xs @ Zs.T
+    s *= -2
+    s += xp.sum(Xs * Xs, axis=1)[:, None]
+    s += zz[None, :]
+    return xp.maximum(s, 0, out=s)
+
+
+def kernel_block(kernel, Xs, Zs, xp, zz=None):
+    """Kernel block ``k(X_b, Z)`` from scaled coordinates."""
+    return kernel.profile(sqdist(Xs, Zs, xp, kernel.needs_exact_distances, zz), xp)
+
+
+def _blocks(n, m, itemsize, n_temps=3, per_row=0):
+    b = block_rows(n, m, itemsize, n_temps, per_row)
+    for start in range(0, n, b):
+        yield slice(start, min(start + b, n))
+
+
+def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False):
+    """Dense ``k(X, Z)``; exactly symmetric with unit diagonal when ``symmetric``."""
+    Xs, Zs = scaled(X, ell, xp), scaled(Z, ell, xp)
+    s = sqdist(Xs, Zs, xp, kernel.needs_exact_distances)
+    if symmetric:
+        s += s.T.copy()
+        s *= 0.5
+        xp.fill_diagonal(s, 0)
+    return kernel.profile(s, xp)
+
+
+def kmv(kernel, X, Z, V, ell, xp):
+    """``k(X, Z) @ V`` for V of shape (m, k); result (n, k)."""
+    Xs, Zs = scaled(X, ell, xp), scaled(Z, ell, xp)
+    zz = xp.sum(Zs * Zs, axis=1)
+    out = xp.empty((X.shape[0], V.shape[1]), dtype=X.dtype)
+    for sl in _blocks(X.shape[0], Z.shape[0], X.dtype.itemsize, per_row=V.shape[1]):
+        out[sl] = kernel_block(kernel, Xs[sl], Zs, xp, zz) @ V
+    return out
+
+
+def kmtv(kernel, X, Z, U, ell, xp):
+    """``k(X, Z).T @ U`` for U of shape (n, k); result (m, k)."""
+    Xs, Zs = scaled(X, ell, xp), scaled(Z, ell, xp)
+    zz = xp.sum(Zs * Zs, axis=1)
+    out = xp.zeros((Z.shape[0], U.shape[1]), dtype=X.dtype)
+    for sl in _blocks(X.shape[0], Z.shape[0], X.dtype.itemsize, per_row=U.shape[1]):
+        out += kernel_block(kernel, Xs[sl], Zs, xp, zz).T @ U[sl]
+    return out
+
+
+def normal_matvec(kernel, X, Z, V, ell, xp, U=None):
+    """``K^T (K V)`` in one pass over the data, plus ``K^T U`` when ``U`` is given.
+
+    Returns ``(K^T K V, K^T U or None)``; both (m, k).
+    """
+    Xs, Zs = scaled(X, ell, xp), scaled(Z, ell, xp)
+    zz = xp.sum(Zs * Zs, axis=1)
+    out = xp.zeros((Z.shape[0], V.shape[1]), dtype=X.dtype)
+    outu = None if U is None else xp.zeros((Z.shape[0], U.shape[1]), dtype=X.dtype)
+    per_row = 2 * V.shape[1] + (0 if U is None else U.shape[1])
+    for sl in _blocks(X.shape[0], Z.shape[0], X.dtype.itemsize, per_row=per_row):
+        Kb = kernel_block(kernel, Xs[sl], Zs, xp, zz)
+        out += Kb.T @ (Kb @ V)
+        if U is not None:
+            outu += Kb.T @ U[sl]
+    return out, outu
+
+
+def _contract(W, Xs, Zs, ell, wrt, xp, acc):
+    """Accumulate the adjoint sums of one block from ``W = G * phi'(s)``."""
+    f64 = xp.float64
+    need_ell = "lengthscale" in wrt
+    rw = W.sum(axis=1)
+    if "centers" in wrt or need_ell:
+        cw = W.sum(axis=0)
+        WtX = W.T @ Xs
+        if "centers" in wrt:
+            acc["cw_z"] += cw.astype(f64)
+            acc["WtX"] += WtX.astype(f64)
+        if need_ell:
+            acc["ell"] += (cw[:, None] * Zs * Zs).sum(axis=0).astype(f64)
+            acc["ell"] -= (2 * (WtX * Zs).sum(axis=0)).astype(f64)
+            acc["ell"] += (rw[:, None] * Xs * Xs).sum(axis=0).astype(f64)
+    if "X" in wrt:
+        acc["X"].append((rw[:, None] * Xs - W @ Zs).astype(f64))
+
+
+def _adjoint(kernel, X, Z, ell, xp, wrt, cotangent_block, per_row):
+    wrt = set(wrt)
+    unknown = wrt - {"lengthscale", "centers", "X"}
+    if unknown:
+        raise ValueError(f"wrt must name 'lengthscale', 'centers' or 'X', got {sorted(unknown)}")
+    Xs, Zs = scaled(X, ell, xp), scaled(Z, ell, xp)
+    zz = xp.sum(Zs * Zs, axis=1)
+    d, m = X.shape[1], Z.shape[0]
+    f64 = xp.float64
+    acc = {"cw_z": xp.zeros(m, f64), "WtX": xp.zeros((m, d), f64), "ell": xp.zeros(d, f64), "X": []}
+    for sl in _blocks(X.shape[0], m, X.dtype.itemsize, n_temps=4, per_row=per_row):
+        _, dphi = kernel.profile_and_derivative(sqdist(Xs[sl], Zs, xp, kernel.needs_exact_distances, zz), xp)
+        dphi *= cotangent_block(sl)
+        _contract(dphi, Xs[sl], Zs, ell, wrt, xp, acc)
+    ell_dev = xp.asarray(ell, dtype=f64)
+    g_ell = g_z = g_x = None
+    if "lengthscale" in wrt:
+        g = -2.0 * acc["ell"] / ell_dev
+        g_ell = g.sum(keepdims=True) if ell.size == 1 else g
+        g_ell = xp.asarray(g_ell).reshape(ell.shape)
+    if "centers" in wrt:
+        g_z = 2.0 * (acc["cw_z"][:, None] * Zs.astype(f64) - acc["WtX"]) / ell_dev
+    if "X" in wrt:
+        g_x = 2.0 * xp.concatenate(acc["X"], axis=0) / ell_dev
+    return KernelGrad(g_ell, g_z, g_x)
+
+
+def adjoint_dense(kernel, X, Z, G, ell, xp, wrt=("lengthscale", "centers")):
+    """Gradients of ``<G, k(X, Z)>`` for a dense cotangent ``G`` (n, m)."""
+    return _adjoint(kernel, X, Z, ell, xp, wrt, lambda sl: G[sl], per_row=Z.shape[0])
+
+
+def adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=("lengthscale", "centers")):
+    """Gradients of ``<P Q^T, k(X, Z)>``; ``P`` (n, k), ``Q`` (m, k); no n x m array."""
+    QT = Q.T
+    return _adjoint(kernel, X, Z, ell, xp, wrt, lambda sl: P[sl] @ QT, per_row=P.shape[1])

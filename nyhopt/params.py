@@ -1,0 +1,103 @@
+"""Hyperparameters of N-KRR in unconstrained coordinates.
+
+The optimizer works on
+
+.. math:: \\theta = (\\log \\lambda,\\; \\log \\ell,\\; Z),
+
+so that the penalty :math:`\\lambda` and the lengthscales :math:`\\ell` stay
+positive by construction.  A gradient with respect to natural values maps to
+these coordinates by :math:`\\partial/\\partial \\log\\lambda = \\lambda\\,
+\\partial/\\partial\\lambda` and :math:`\\partial/\\partial \\log\\ell =
+\\ell\\,\\partial/\\partial\\ell`; this is the only place where the transform lives.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validation import check_lengthscale, check_positive
+
+__all__ = ["Params"]
+
+
+@dataclass(frozen=True)
+class Params:
+    """Penalty, lengthscales and centers in unconstrained coordinates.
+
+    Attributes
+    ----------
+    log_penalty : numpy.ndarray, shape ()
+        :math:`\\log\\lambda`, float64.
+    log_lengthscale : numpy.ndarray, shape (1,) or (d,)
+        :math:`\\log\\ell`, float64; shape (1,) means one lengthscale for all features.
+    centers : array, shape (m, d)
+        Nystrom centers :math:`Z`, float64 (NumPy or CuPy).
+
+    A gradient is returned as a ``Params`` too: its fields are the partial
+    derivatives with respect to the same coordinates.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = Params.from_natural(penalty=1e-3, lengthscale=[1.0, 2.0], centers=np.zeros((5, 2)))
+    >>> float(p.penalty), p.lengthscale.tolist(), p.centers.shape
+    (0.001, [1.0, 2.0], (5, 2))
+    """
+
+    log_penalty: object
+    log_lengthscale: object
+    centers: object
+
+    @classmethod
+    def from_natural(cls, penalty, lengthscale, centers):
+        """Build from the natural values ``penalty > 0``, ``lengthscale > 0`` and centers."""
+        from .backend import get_namespace
+
+        penalty = check_positive(penalty, "penalty")
+        ell = check_lengthscale(lengthscale)
+        xp = get_namespace(centers)
+        Z = xp.asarray(centers, dtype=xp.float64)
+        if Z.ndim != 2:
+            raise ValueError(f"centers must be 2-D (m, d), got shape {tuple(Z.shape)}")
+        if ell.size not in (1, Z.shape[1]):
+            raise ValueError(f"lengthscale has {ell.size} entries but centers have {Z.shape[1]} features")
+        if not bool(xp.all(xp.isfinite(Z))):
+            raise ValueError("centers contains NaN or infinity")
+        return cls(np.asarray(np.log(penalty)), np.log(ell), Z.copy())
+
+    @property
+    def penalty(self) -> float:
+        """:math:`\\lambda = e^{\\log\\lambda}` as a Python float."""
+        return float(np.exp(self.log_penalty))
+
+    @property
+    def lengthscale(self) -> np.ndarray:
+        """:math:`\\ell = e^{\\log\\ell}`, shape (1,) or (d,)."""
+        return np.exp(np.asarray(self.log_lengthscale))
+
+    @property
+    def n_centers(self) -> int:
+        return int(self.centers.shape[0])
+
+    def replace(self, **fields) -> "Params":
+        """A copy with some fields replaced."""
+        values = {"log_penalty": self.log_penalty, "log_lengthscale": self.log_lengthscale, "centers": self.centers}
+        unknown = set(fields) - set(values)
+        if unknown:
+            raise ValueError(f"unknown Params fields {sorted(unknown)}")
+        values.update(fields)
+        return Params(**values)
+
+    def map(self, fn, *others: "Params") -> "Params":
+        """Apply ``fn`` field by field (to ``self`` and matching fields of ``others``)."""
+        return Params(
+            fn(self.log_penalty, *(o.log_penalty for o in others)),
+            fn(self.log_lengthscale, *(o.log_lengthscale for o in others)),
+            fn(self.centers, *(o.centers for o in others)),
+        )
+
+    def __iter__(self):
+        yield self.log_penalty
+        yield self.log_lengthscale
+        yield self.centers
