@@ -41,7 +41,7 @@ class Params:
     --------
     >>> import numpy as np
     >>> p = Params.from_natural(penalty=1e-3, lengthscale=[1.0, 2.0], centers=np.zeros((5, 2)))
-    >>> float(p.penalty), p.lengthscale.tolist(), p.centers.shape
+    >>> round(p.penalty, 12), p.lengthscale.tolist(), p.centers.shape
     (0.001, [1.0, 2.0], (5, 2))
     """
 

@@ -23,9 +23,9 @@ def make_kernel(kernel="gaussian", lengthscale=1.0) -> Kernel:
     ----------
     kernel : str or Kernel
         One of "gaussian" (alias "rbf"), "laplacian", "matern12", "matern32",
-        "matern52", or a kernel instance (returned with ``lengthscale``
-        replaced only when a name was not given... instances are returned as is).
-    lengthscale : float or array, used when ``kernel`` is a name.
+        "matern52", or a kernel instance (returned as is).
+    lengthscale : float or array
+        Used only when ``kernel`` is a name.
 
     Examples
     --------
