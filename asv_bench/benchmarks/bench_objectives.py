@@ -1,0 +1,82 @@
+"""One ``value_and_grad`` of each exact objective (benchmark P1 and protein).
+
+P1 (shared/design/BENCHMARKS.md): synthetic data, n = 20000, d = 8, m = 200
+centers = the first training rows, per-feature lengthscales 1, penalty 1e-4,
+float64.  Target for ``prop``: <= 68 ms median (reference library: 274 ms).
+
+Protein: the training part of CASP (80% of 45730 rows, standardized),
+m = 200 first training rows, same hyperparameters; skipped when the data
+folder is missing.
+"""
+import numpy as np
+
+OBJECTIVES = ["holdout", "loocv", "gcv", "creg", "sgpr", "prop"]
+
+
+def _setup(X, y, name, m=200):
+    import nyhopt as nh
+
+    obj = nh.make_objective(name, X, y, kernel="gaussian", random_state=0)
+    theta = nh.Params.from_natural(penalty=1e-4, lengthscale=np.ones(X.shape[1]), centers=X[:m])
+    obj.value_and_grad(theta)  # warm up (imports, Numba compilation)
+    return obj, theta
+
+
+class ObjectivesP1:
+    """Benchmark P1: n = 20000, d = 8, m = 200, float64."""
+
+    params = [OBJECTIVES]
+    param_names = ["objective"]
+    timeout = 300
+    number = 1
+    repeat = (5, 15, 60.0)
+
+    def setup(self, name):
+        from nyhopt.datasets import synthetic
+
+        ds = synthetic(20000, d=8, n_test=10, seed=1234)
+        self.obj, self.theta = _setup(ds.X_train, ds.y_train, name)
+
+    def time_value_and_grad(self, name):
+        self.obj.value_and_grad(self.theta)
+
+    def time_value(self, name):
+        self.obj.value(self.theta)
+
+
+class ObjectivesP1Float32:
+    """Benchmark P1 in float32 (prop only)."""
+
+    number = 1
+    repeat = (5, 15, 60.0)
+
+    def setup(self):
+        from nyhopt.datasets import synthetic
+
+        ds = synthetic(20000, d=8, n_test=10, seed=1234, dtype=np.float32)
+        self.obj, self.theta = _setup(ds.X_train, ds.y_train, "prop")
+
+    def time_prop_value_and_grad(self):
+        self.obj.value_and_grad(self.theta)
+
+
+class ObjectivesProtein:
+    """Protein (CASP) training split: n = 36584, d = 9, m = 200, float64."""
+
+    params = [OBJECTIVES]
+    param_names = ["objective"]
+    timeout = 300
+    number = 1
+    repeat = (3, 10, 60.0)
+
+    def setup(self, name):
+        from nyhopt.datasets import load_dataset
+
+        try:
+            ds = load_dataset("protein")
+        except (FileNotFoundError, OSError) as exc:  # no data folder: skip
+            raise NotImplementedError(f"protein data not found: {exc}")
+        self.obj, self.theta = _setup(ds.X_train, ds.y_train, name)
+
+    def time_value_and_grad(self, name):
+        self.obj.value_and_grad(self.theta)

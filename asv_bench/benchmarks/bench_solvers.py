@@ -1,0 +1,187 @@
+"""Fit and predict of NystromKRR (Falkon and direct solvers), and benchmark P4.
+
+Synthetic data (shared/design/BENCHMARKS.md generator, d = 8): n = 20000
+training rows, 5000 test rows, Gaussian kernel with lengthscale 1 per feature,
+penalty 1e-4, centers = the first m training rows, float64 and float32.
+Backends: "numpy" (NumPy/Numba on the CPU) and "cupy" (skipped without a GPU).
+
+P4: protein (CASP; 80/20 split, standardized), m = 1000 and 5000 random
+centers.  One fit per m is made in ``setup_cache``; its wall time, test NRMSE,
+CG iterations and peak traced memory are reported as ``track_`` figures (a
+fit with m = 5000 takes minutes, too long to repeat).  The peak memory is the
+largest amount of memory allocated through Python/NumPy during the fit
+(``tracemalloc``), to be compared with the ``n x m`` matrix that is never
+formed (n = 36584: 279 MiB for m = 1000, 1.36 GiB for m = 5000).
+"""
+import time
+import tracemalloc
+import warnings
+
+import numpy as np
+
+# Hyperparameters of P4 (protein, standardized features and labels).
+PROTEIN_LENGTHSCALE = 1.0
+PROTEIN_PENALTY = 1e-6
+PROTEIN_MAXITER = 100
+PROTEIN_TOL = 1e-6
+
+
+def _array_module(backend):
+    if backend == "numpy":
+        return np
+    from nyhopt.backend import gpu_available
+
+    if not gpu_available():
+        raise NotImplementedError("no CUDA GPU: cupy benchmarks skipped")
+    import cupy
+
+    return cupy
+
+
+def _sync(xp):
+    if xp is not np:
+        xp.cuda.Stream.null.synchronize()
+
+
+class FitSynthetic:
+    """``NystromKRR.fit`` on n = 20000 synthetic rows (d = 8)."""
+
+    params = [["falkon", "direct"], [200, 1000], ["float64", "float32"], ["numpy", "cupy"]]
+    param_names = ["solver", "m", "dtype", "backend"]
+    timeout = 600
+    number = 1
+    repeat = (3, 10, 60.0)
+
+    def setup(self, solver, m, dtype, backend):
+        import nyhopt as nh
+        from nyhopt.datasets import synthetic
+
+        xp = _array_module(backend)
+        ds = synthetic(20000, d=8, n_test=5000, seed=1234, dtype=np.dtype(dtype))
+        self.xp = xp
+        self.X, self.y = xp.asarray(ds.X_train), xp.asarray(ds.y_train)
+        self.model = nh.NystromKRR(
+            nh.GaussianKernel(np.ones(8)), penalty=1e-4, centers=ds.X_train[:m], solver=solver,
+            maxiter=100, tol=1e-6 if dtype == "float32" else 1e-7,
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.model.fit(self.X[:2000], self.y[:2000])  # warm up (imports, compilation)
+
+    def time_fit(self, solver, m, dtype, backend):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.model.fit(self.X, self.y)
+        _sync(self.xp)
+
+    def track_cg_iterations(self, solver, m, dtype, backend):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.model.fit(self.X, self.y)
+        return 0 if self.model.solve_ is None else self.model.solve_.cg.iterations
+
+    track_cg_iterations.unit = "iterations"
+
+
+class PredictSynthetic:
+    """``NystromKRR.predict`` on 5000 test rows (d = 8)."""
+
+    params = [[200, 1000, 5000], ["float64", "float32"], ["numpy", "cupy"]]
+    param_names = ["m", "dtype", "backend"]
+    number = 1
+    repeat = (5, 20, 30.0)
+
+    def setup(self, m, dtype, backend):
+        import nyhopt as nh
+        from nyhopt.datasets import synthetic
+
+        xp = _array_module(backend)
+        ds = synthetic(20000, d=8, n_test=5000, seed=1234, dtype=np.dtype(dtype))
+        self.xp = xp
+        rng = np.random.default_rng(0)
+        self.model = nh.NystromKRR(nh.GaussianKernel(np.ones(8)), centers=ds.X_train[:m])
+        # predict only needs fitted attributes: set them directly (fitting m = 5000 is slow)
+        self.model.kernel_ = nh.GaussianKernel(np.ones(8))
+        self.model.centers_ = xp.asarray(ds.X_train[:m])
+        self.model.alpha_ = xp.asarray(rng.normal(size=m))
+        self.model.n_features_in_ = 8
+        self.Xt = xp.asarray(ds.X_test)
+        self.model.predict(self.Xt[:10])
+
+    def time_predict(self, m, dtype, backend):
+        self.model.predict(self.Xt)
+        _sync(self.xp)
+
+
+class ProteinP4:
+    """Benchmark P4: ``NystromKRR.fit`` (Falkon) on protein, m = 1000 and 5000, float64, CPU."""
+
+    params = [[1000, 5000]]
+    param_names = ["m"]
+    timeout = 3600
+
+    def setup_cache(self):
+        import nyhopt as nh
+        from nyhopt.datasets import load_dataset
+
+        try:
+            ds = load_dataset("protein")
+        except (FileNotFoundError, OSError) as exc:
+            raise NotImplementedError(f"protein data not found: {exc}")
+        nh.NystromKRR(centers=100, random_state=0).fit(ds.X_train[:1000], ds.y_train[:1000])  # warm up
+        out = {}
+        for m in self.params[0]:
+            model = nh.NystromKRR(
+                nh.GaussianKernel(PROTEIN_LENGTHSCALE), penalty=PROTEIN_PENALTY, centers=m,
+                maxiter=PROTEIN_MAXITER, tol=PROTEIN_TOL, random_state=0,
+            )
+            tracemalloc.start()
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model.fit(ds.X_train, ds.y_train)
+            seconds = time.perf_counter() - t0
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            t0 = time.perf_counter()
+            pred = model.predict(ds.X_test)
+            out[m] = {
+                "fit_seconds": seconds,
+                "predict_seconds": time.perf_counter() - t0,
+                "test_nrmse": ds.error(pred),
+                "iterations": model.solve_.cg.iterations,
+                "residual": float(model.solve_.cg.residual_norms[-1]),
+                "peak_mib": peak / 2**20,
+                "nxm_mib": ds.X_train.shape[0] * m * 8 / 2**20,
+            }
+        return out
+
+    def track_fit_seconds(self, cache, m):
+        return cache[m]["fit_seconds"]
+
+    track_fit_seconds.unit = "seconds"
+
+    def track_predict_seconds(self, cache, m):
+        return cache[m]["predict_seconds"]
+
+    track_predict_seconds.unit = "seconds"
+
+    def track_test_nrmse(self, cache, m):
+        return cache[m]["test_nrmse"]
+
+    track_test_nrmse.unit = "NRMSE"
+
+    def track_cg_iterations(self, cache, m):
+        return cache[m]["iterations"]
+
+    track_cg_iterations.unit = "iterations"
+
+    def track_peak_traced_mib(self, cache, m):
+        return cache[m]["peak_mib"]
+
+    track_peak_traced_mib.unit = "MiB"
+
+
+if __name__ == "__main__":  # python asv_bench/benchmarks/bench_solvers.py: print P4 once
+    for m, rec in ProteinP4().setup_cache().items():
+        print(f"m={m}: " + ", ".join(f"{k}={v:.4g}" for k, v in rec.items()))

@@ -1,0 +1,630 @@
+"""Datasets of the paper's experiments, a seeded synthetic problem, and error metrics.
+
+The real datasets are read in place from a data folder (one sub-folder per
+dataset, the files kept exactly as obtained; see ``shared/data/README.md``) and
+preprocessed as in the paper's appendix:
+
+* random train/test split seeded by ``seed`` (70/30 or 80/20), or the fixed
+  split that comes with the data;
+* the design matrix is standardized with the training mean and standard
+  deviation (a constant training column is only centered);
+* regression labels are standardized with the training mean and standard
+  deviation (``Dataset.y_mean``, ``Dataset.y_std`` keep the statistics);
+* binary labels are -1/+1.
+
+The test error the paper reports is computed by :meth:`Dataset.error` from
+predictions on the standardized scale: NRMSE on the original label scale for
+regression, classification error for classification.
+
+=============  ===============================  =======  ==  ==========  ==========
+name           files                            rows     d   split       metric
+=============  ===============================  =======  ==  ==========  ==========
+spacega        spacega/space_ga_scale.csv       3107     6   70/30       nrmse
+mg             mg/mg_scale.csv                  1385     6   70/30       nrmse
+cpusmall       cpusmall/cpusmall_scale.csv      8192     12  70/30       nrmse
+abalone        abalone/abalone.data             4177     10  70/30       nrmse
+energy         energy/ENB2012_data.csv          768      8   80/20       nrmse
+protein        protein/CASP.csv                 45730    9   80/20       nrmse
+svmguide1      svmguide1/svmguide1{,.t}         3089+4000 4  fixed       c-error
+higgs_small    higgs_small/binary.{train,test}  7000+500 28  fixed       c-error
+=============  ===============================  =======  ==  ==========  ==========
+
+Abalone's first column (sex: M, F or I) is one-hot encoded into three 0/1
+columns (in the order F, I, M) placed first, so abalone has 10 features here
+(the paper's LIBSVM version has 8, with sex coded as one number). Energy's
+label is Y1 (heating load); Y2 is dropped.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = [
+    "Dataset",
+    "available_datasets",
+    "load_dataset",
+    "synthetic",
+    "nrmse",
+    "rmse",
+    "c_error",
+    "find_data_dir",
+]
+
+
+class _Spec(NamedTuple):
+    files: tuple  # relative paths inside data_dir
+    task: str
+    metric: str
+    test_fraction: float | None  # None: fixed split (two files)
+
+
+_SPECS = {
+    "spacega": _Spec(("spacega/space_ga_scale.csv",), "regression", "nrmse", 0.3),
+    "mg": _Spec(("mg/mg_scale.csv",), "regression", "nrmse", 0.3),
+    "cpusmall": _Spec(("cpusmall/cpusmall_scale.csv",), "regression", "nrmse", 0.3),
+    "abalone": _Spec(("abalone/abalone.data",), "regression", "nrmse", 0.3),
+    "energy": _Spec(("energy/ENB2012_data.csv",), "regression", "nrmse", 0.2),
+    "protein": _Spec(("protein/CASP.csv",), "regression", "nrmse", 0.2),
+    "svmguide1": _Spec(("svmguide1/svmguide1", "svmguide1/svmguide1.t"), "binary", "c-error", None),
+    "higgs_small": _Spec(("higgs_small/binary.train", "higgs_small/binary.test"), "binary", "c-error", None),
+}
+
+_ENV_VAR = "NYHOPT_DATA"
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _as_float_arrays(y_true, y_pred):
+    from .backend import to_numpy
+
+    y_true = np.asarray(to_numpy(y_true), dtype=np.float64)
+    y_pred = np.asarray(to_numpy(y_pred), dtype=np.float64)
+    if y_true.ndim == 2 and y_true.shape[1] == 1 and y_pred.ndim == 1:
+        y_true = y_true[:, 0]
+    if y_pred.ndim == 2 and y_pred.shape[1] == 1 and y_true.ndim == 1:
+        y_pred = y_pred[:, 0]
+    if y_true.shape != y_pred.shape:
+        raise ValueError(
+            f"y_true and y_pred must have the same shape, got {y_true.shape} and {y_pred.shape}"
+        )
+    if y_true.size == 0:
+        raise ValueError("y_true is empty")
+    return y_true, y_pred
+
+
+def rmse(y_true, y_pred) -> float:
+    """Root mean squared error.
+
+    Parameters
+    ----------
+    y_true, y_pred : array_like of shape (n,) or (n, p)
+        Targets and predictions (NumPy or CuPy arrays).
+
+    Returns
+    -------
+    float
+        ``sqrt(mean((y_true - y_pred)**2))`` over all entries.
+
+    Examples
+    --------
+    >>> from nyhopt.datasets import rmse
+    >>> rmse([1.0, 2.0], [1.0, 4.0])
+    1.4142135623730951
+    """
+    y_true, y_pred = _as_float_arrays(y_true, y_pred)
+    return float(np.sqrt(np.mean((y_true - y_pred) ** 2)))
+
+
+def nrmse(y_true, y_pred) -> float:
+    """Normalized root mean squared error, the paper's regression metric.
+
+    Parameters
+    ----------
+    y_true, y_pred : array_like of shape (n,) or (n, p)
+        Targets and predictions on the original (not standardized) label scale.
+
+    Returns
+    -------
+    float
+        ``sqrt(mean((y_true - y_pred)**2)) / |mean(y_true)|``.
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ or ``mean(y_true)`` is zero.
+
+    Examples
+    --------
+    >>> from nyhopt.datasets import nrmse
+    >>> nrmse([2.0, 4.0], [2.0, 2.0])    # rmse sqrt(2) over mean 3
+    0.4714045207910317
+    """
+    y_true, y_pred = _as_float_arrays(y_true, y_pred)
+    mean = abs(float(np.mean(y_true)))
+    if mean == 0.0:
+        raise ValueError("nrmse is undefined: mean(y_true) is zero")
+    return float(np.sqrt(np.mean((y_true - y_pred) ** 2)) / mean)
+
+
+def c_error(y_true, y_pred) -> float:
+    """Classification error (fraction of wrong labels).
+
+    Parameters
+    ----------
+    y_true : array_like of shape (n,) or (n, p)
+        Binary labels (1-D: positive means class +1, otherwise -1, so both
+        -1/+1 and 0/1 labels work) or one-hot labels (2-D, p >= 2).
+    y_pred : array_like of the same shape
+        Real-valued predictions: the predicted class is ``sign(y_pred)``
+        (0 counts as -1) in 1-D, where 0/1 labels are compared with
+        ``y_pred > 0.5``; the arg-max of each row in 2-D.
+
+    Returns
+    -------
+    float
+        Fraction of misclassified rows, in [0, 1].
+
+    Examples
+    --------
+    >>> from nyhopt.datasets import c_error
+    >>> c_error([1, -1, 1, -1], [0.3, -2.0, -0.1, -0.5])
+    0.25
+    >>> c_error([[1, 0], [0, 1]], [[0.9, 0.2], [0.6, 0.4]])
+    0.5
+    """
+    y_true, y_pred = _as_float_arrays(y_true, y_pred)
+    if y_true.ndim == 2 and y_true.shape[1] >= 2:
+        return float(np.mean(np.argmax(y_true, axis=1) != np.argmax(y_pred, axis=1)))
+    if np.all((y_true == 0) | (y_true == 1)) and np.any(y_true == 0):
+        return float(np.mean((y_pred > 0.5) != (y_true > 0.5)))
+    return float(np.mean((y_pred > 0) != (y_true > 0)))
+
+
+_METRICS = {"nrmse": nrmse, "c-error": c_error, "rmse": rmse}
+
+
+# --------------------------------------------------------------------------- Dataset
+
+
+class Dataset(NamedTuple):
+    """A train/test split, preprocessed, with the statistics needed to report errors.
+
+    Attributes
+    ----------
+    name : str
+        Dataset name (see :func:`available_datasets`) or ``"synthetic"``.
+    X_train, X_test : ndarray of shape (n_train, d), (n_test, d)
+        Standardized design matrices (training statistics).
+    y_train, y_test : ndarray of shape (n_train,), (n_test,)
+        Standardized targets (regression) or -1/+1 labels (binary).
+    task : str
+        ``"regression"``, ``"binary"`` or ``"multiclass"``.
+    metric : str
+        ``"nrmse"``, ``"c-error"`` or ``"rmse"`` (synthetic data).
+    y_mean, y_std : float
+        Label standardization: original labels are ``y * y_std + y_mean``
+        (0 and 1 for classification and synthetic data).
+
+    Examples
+    --------
+    >>> from nyhopt.datasets import synthetic
+    >>> ds = synthetic(200, n_test=50)
+    >>> ds.X_train.shape, ds.y_test.shape, ds.metric
+    ((200, 8), (50,), 'rmse')
+    >>> round(ds.error(ds.y_test), 12)
+    0.0
+    """
+
+    name: str
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    task: str
+    metric: str
+    y_mean: float = 0.0
+    y_std: float = 1.0
+
+    def to_original(self, y):
+        """Map standardized targets or predictions back to the original label scale.
+
+        Parameters
+        ----------
+        y : array_like
+            Values on the standardized scale.
+
+        Returns
+        -------
+        ndarray
+            ``y * y_std + y_mean`` (a new float64 array).
+
+        Examples
+        --------
+        >>> from nyhopt.datasets import Dataset
+        >>> import numpy as np
+        >>> ds = Dataset("toy", np.zeros((1, 1)), np.zeros(1), np.zeros((1, 1)),
+        ...              np.zeros(1), "regression", "nrmse", y_mean=3.0, y_std=2.0)
+        >>> ds.to_original([0.0, 1.0])
+        array([3., 5.])
+        """
+        from .backend import to_numpy
+
+        return np.asarray(to_numpy(y), dtype=np.float64) * self.y_std + self.y_mean
+
+    def error(self, y_pred, y_true=None) -> float:
+        """The paper's test error of standardized predictions.
+
+        Parameters
+        ----------
+        y_pred : array_like of shape (n,) or (n, 1)
+            Predictions on the standardized scale (as returned by a model
+            fitted on ``X_train, y_train``).
+        y_true : array_like, optional
+            Standardized targets; default ``self.y_test``.
+
+        Returns
+        -------
+        float
+            NRMSE on the original label scale (regression), classification
+            error (binary, multiclass) or RMSE (synthetic data).
+
+        Examples
+        --------
+        >>> from nyhopt.datasets import load_dataset
+        >>> ds = load_dataset("mg")
+        >>> round(ds.error(ds.y_test), 12)
+        0.0
+        """
+        if y_true is None:
+            y_true = self.y_test
+        metric = _METRICS[self.metric]
+        if self.metric == "nrmse":
+            return metric(self.to_original(y_true), self.to_original(y_pred))
+        return metric(y_true, y_pred)
+
+
+def available_datasets() -> list[str]:
+    """Names accepted by :func:`load_dataset`.
+
+    Returns
+    -------
+    list of str
+        The dataset names, in the order of the paper's tables.
+
+    Examples
+    --------
+    >>> from nyhopt.datasets import available_datasets
+    >>> available_datasets()[:3]
+    ['spacega', 'mg', 'cpusmall']
+    """
+    return list(_SPECS)
+
+
+# --------------------------------------------------------------------------- locating data
+
+
+def _repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def find_data_dir(data_dir=None) -> Path:
+    """Locate the folder that holds one sub-folder per dataset.
+
+    Parameters
+    ----------
+    data_dir : str or path-like, optional
+        Used as is when given. Otherwise the environment variable
+        ``NYHOPT_DATA``, else the first existing of ``../shared/data``
+        relative to the current directory and relative to the repository root
+        (the parent of the package directory).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    FileNotFoundError
+        If no candidate exists; the message lists where it looked.
+
+    Examples
+    --------
+    >>> from nyhopt.datasets import find_data_dir
+    >>> (find_data_dir() / "mg").is_dir()
+    True
+    """
+    if data_dir is not None:
+        path = Path(data_dir).expanduser()
+        if not path.is_dir():
+            raise FileNotFoundError(f"data_dir {str(path)!r} is not a directory")
+        return path
+    env = os.environ.get(_ENV_VAR)
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_dir():
+            raise FileNotFoundError(
+                f"environment variable {_ENV_VAR}={env!r} is not a directory"
+            )
+        return path
+    candidates = [Path.cwd() / ".." / "shared" / "data", _repo_root() / ".." / "shared" / "data"]
+    for path in candidates:
+        if path.is_dir():
+            return path.resolve()
+    looked = ", ".join(str(p) for p in candidates)
+    raise FileNotFoundError(
+        f"no dataset folder found: pass data_dir=..., set {_ENV_VAR}, "
+        f"or provide ../shared/data (looked in: {looked})"
+    )
+
+
+# --------------------------------------------------------------------------- parsers
+# Each parser returns (X, y) float64 with the original labels.
+
+
+def _read_dense_csv(path, delimiter=",", skip_header=0):
+    data = np.loadtxt(path, delimiter=delimiter, skiprows=skip_header, dtype=np.float64, ndmin=2)
+    return data[:, 1:], data[:, 0]
+
+
+def _read_abalone(path):
+    rows = []
+    sex_codes = {"F": 0, "I": 1, "M": 2}
+    with open(path, encoding="ascii") as fh:
+        for lineno, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line:
+                continue
+            fields = line.split(",")
+            if len(fields) != 9 or fields[0] not in sex_codes:
+                raise ValueError(f"{path}:{lineno}: unexpected abalone row {line!r}")
+            onehot = [0.0, 0.0, 0.0]
+            onehot[sex_codes[fields[0]]] = 1.0
+            rows.append(onehot + [float(v) for v in fields[1:]])
+    data = np.asarray(rows, dtype=np.float64)
+    return data[:, :-1], data[:, -1]
+
+
+def _read_energy(path):
+    rows = []
+    with open(path, encoding="utf-8-sig") as fh:
+        header = fh.readline().strip().split(";")
+        if header[:1] != ["X1"] or "Y1" not in header:
+            raise ValueError(f"{path}: unexpected energy header {header!r}")
+        n_cols = len(header)
+        for line in fh:
+            fields = line.strip().split(";")
+            if not any(fields):  # trailing ';;;;' rows of the spreadsheet export
+                continue
+            if len(fields) != n_cols:
+                raise ValueError(f"{path}: unexpected energy row {line!r}")
+            rows.append([float(v.replace(",", ".")) for v in fields])
+    data = np.asarray(rows, dtype=np.float64)
+    y_col = header.index("Y1")
+    x_cols = [i for i, h in enumerate(header) if h.startswith("X")]
+    return data[:, x_cols], data[:, y_col]
+
+
+def _read_libsvm(path, n_features=None):
+    labels, rows = [], []
+    with open(path, encoding="ascii") as fh:
+        for lineno, line in enumerate(fh, 1):
+            fields = line.split()
+            if not fields:
+                continue
+            labels.append(float(fields[0]))
+            entries = {}
+            for item in fields[1:]:
+                idx, sep, val = item.partition(":")
+                if not sep:
+                    raise ValueError(f"{path}:{lineno}: bad LIBSVM entry {item!r}")
+                entries[int(idx)] = float(val)
+            rows.append(entries)
+    d = max((max(r) for r in rows if r), default=0)
+    d = max(d, n_features or 0)
+    X = np.zeros((len(rows), d), dtype=np.float64)
+    for i, entries in enumerate(rows):
+        for idx, val in entries.items():
+            if idx < 1:
+                raise ValueError(f"{path}: LIBSVM feature indices start at 1, got {idx}")
+            X[i, idx - 1] = val
+    return X, np.asarray(labels, dtype=np.float64)
+
+
+def _read_one(name, path):
+    if name == "abalone":
+        return _read_abalone(path)
+    if name == "energy":
+        return _read_energy(path)
+    if name == "protein":
+        return _read_dense_csv(path, skip_header=1)
+    if name == "svmguide1":
+        return _read_libsvm(path, n_features=4)
+    if name == "higgs_small":
+        return _read_dense_csv(path, delimiter="\t")
+    return _read_dense_csv(path)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_raw(name: str, data_dir: str):
+    """Parsed raw arrays of one dataset, cached; every array is read-only."""
+    spec = _SPECS[name]
+    parts = []
+    for rel in spec.files:
+        path = Path(data_dir) / rel
+        if not path.is_file():
+            raise FileNotFoundError(f"dataset {name!r}: file {str(path)!r} not found")
+        X, y = _read_one(name, path)
+        X.setflags(write=False)
+        y.setflags(write=False)
+        parts.append((X, y))
+    return tuple(parts)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _split(n, test_fraction, seed):
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n)
+    n_train = int(round((1.0 - test_fraction) * n))
+    return perm[:n_train], perm[n_train:]
+
+
+def _standardize_columns(X_train, X_test):
+    mean = X_train.mean(axis=0)
+    std = X_train.std(axis=0)
+    std = np.where(std > 0, std, 1.0)
+    return (X_train - mean) / std, (X_test - mean) / std
+
+
+def load_dataset(name, data_dir=None, seed=0, dtype=np.float64) -> Dataset:
+    """Load one of the paper's datasets, split and preprocessed as in the paper.
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`available_datasets` (case-insensitive; ``"space_ga"``
+        and ``"higgs"`` are accepted aliases).
+    data_dir : str or path-like, optional
+        Folder with one sub-folder per dataset; see :func:`find_data_dir`.
+    seed : int, default 0
+        Seed of the random train/test split (``numpy.random.default_rng(seed)
+        .permutation(n)``; the first ``round((1 - f) n)`` rows train). Ignored
+        for datasets with a fixed split (svmguide1, higgs_small).
+    dtype : {numpy.float64, numpy.float32}, default numpy.float64
+        dtype of the returned arrays (preprocessing is done in float64).
+
+    Returns
+    -------
+    Dataset
+        Standardized data; regression labels standardized with the training
+        statistics (kept in ``y_mean``, ``y_std``), binary labels -1/+1. The
+        arrays are fresh copies: modifying them does not affect later loads.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` or ``dtype`` is not supported.
+    FileNotFoundError
+        If the data folder or a data file is missing.
+
+    Examples
+    --------
+    >>> from nyhopt.datasets import load_dataset
+    >>> ds = load_dataset("energy", seed=0)
+    >>> ds.X_train.shape, ds.X_test.shape, ds.task, ds.metric
+    ((614, 8), (154, 8), 'regression', 'nrmse')
+    >>> round(float(ds.y_train.mean()), 12), round(float(ds.y_train.std()), 12)
+    (0.0, 1.0)
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    key = name.strip().lower().replace("-", "_")
+    key = {"space_ga": "spacega", "higgs": "higgs_small", "smallhiggs": "higgs_small"}.get(key, key)
+    if key not in _SPECS:
+        raise ValueError(f"unknown dataset name {name!r}; available: {available_datasets()}")
+    dtype = np.dtype(dtype)
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    spec = _SPECS[key]
+    parts = _read_raw(key, str(find_data_dir(data_dir)))
+
+    if spec.test_fraction is None:
+        (X_tr, y_tr), (X_te, y_te) = parts
+    else:
+        ((X, y),) = parts
+        tr, te = _split(X.shape[0], spec.test_fraction, int(seed))
+        X_tr, y_tr, X_te, y_te = X[tr], y[tr], X[te], y[te]
+
+    X_tr, X_te = _standardize_columns(X_tr, X_te)
+    y_mean, y_std = 0.0, 1.0
+    if spec.task == "regression":
+        y_mean = float(y_tr.mean())
+        y_std = float(y_tr.std()) or 1.0
+        y_tr = (y_tr - y_mean) / y_std
+        y_te = (y_te - y_mean) / y_std
+    else:
+        y_tr = np.where(y_tr > 0, 1.0, -1.0)
+        y_te = np.where(y_te > 0, 1.0, -1.0)
+
+    def cast(a):
+        return np.ascontiguousarray(a, dtype=dtype).copy()
+
+    return Dataset(key, cast(X_tr), cast(y_tr), cast(X_te), cast(y_te),
+                   spec.task, spec.metric, y_mean, y_std)
+
+
+# --------------------------------------------------------------------------- synthetic
+
+
+def _synthetic_target(X):
+    x = X
+    return (np.sin(3 * x[:, 0]) + np.cos(2 * x[:, 1]) + 0.5 * x[:, 2] * x[:, 3]
+            + 0.3 * x[:, 4] ** 2 + 0.2 * np.sin(5 * x[:, 5]) + 0.1 * x[:, 6])
+
+
+def synthetic(n, d=8, n_test=5000, seed=1234, dtype=np.float64) -> Dataset:
+    """The benchmark problem of ``BENCHMARKS.md``: a smooth function of 7 features.
+
+    ``f(x) = sin(3 x0) + cos(2 x1) + 0.5 x2 x3 + 0.3 x4^2 + 0.2 sin(5 x5) + 0.1 x6``;
+    features from index 7 on are irrelevant.
+
+    Parameters
+    ----------
+    n : int
+        Number of training rows (>= 1).
+    d : int, default 8
+        Number of features (>= 7).
+    n_test : int, default 5000
+        Number of test rows (>= 0).
+    seed : int, default 1234
+        Seed of the single generator ``numpy.random.default_rng(seed)``.
+    dtype : {numpy.float64, numpy.float32}, default numpy.float64
+        dtype of the returned arrays (the draws are float64, then cast).
+
+    Returns
+    -------
+    Dataset
+        ``name="synthetic"``, ``task="regression"``, ``metric="rmse"``; the
+        data are not standardized (``y_mean=0``, ``y_std=1``).
+
+    Notes
+    -----
+    Exact draw order, all from one generator ``rng``:
+
+    1. ``X_train = rng.uniform(-1.5, 1.5, size=(n, d))``
+    2. ``noise = rng.standard_normal(n)``; ``y_train = f(X_train) + 0.1 * noise``
+    3. ``X_test = rng.uniform(-1.5, 1.5, size=(n_test, d))``;
+       ``y_test = f(X_test)`` (noiseless, no draw).
+
+    Examples
+    --------
+    >>> from nyhopt.datasets import synthetic
+    >>> ds = synthetic(1000, n_test=10)
+    >>> ds.X_train.shape, ds.X_test.shape
+    ((1000, 8), (10, 8))
+    >>> bool(abs(ds.X_train).max() <= 1.5)
+    True
+    """
+    for value, label, low in ((n, "n", 1), (d, "d", 7), (n_test, "n_test", 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{label} must be an int, got {type(value).__name__}")
+        if value < low:
+            raise ValueError(f"{label} must be >= {low}, got {value}")
+    dtype = np.dtype(dtype)
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    rng = np.random.default_rng(seed)
+    X_train = rng.uniform(-1.5, 1.5, size=(int(n), int(d)))
+    y_train = _synthetic_target(X_train) + 0.1 * rng.standard_normal(int(n))
+    X_test = rng.uniform(-1.5, 1.5, size=(int(n_test), int(d)))
+    y_test = _synthetic_target(X_test)
+    return Dataset("synthetic", X_train.astype(dtype), y_train.astype(dtype),
+                   X_test.astype(dtype), y_test.astype(dtype), "regression", "rmse", 0.0, 1.0)

@@ -1,0 +1,516 @@
+r"""Nystrom kernel ridge regression estimators (scikit-learn compatible).
+
+:class:`NystromKRR` fits
+
+.. math::
+    \alpha = (K_{nm}^T K_{nm} + n\lambda K_{mm})^{-1} K_{nm}^T Y, \qquad
+    f(x) = k(x, Z)\,\alpha,
+
+the minimizer of :math:`\frac1n\|Y - K_{nm}\alpha\|^2 + \lambda\,
+\mathrm{Tr}(\alpha^T K_{mm}\alpha)` over functions spanned by the kernel at
+the centers :math:`Z` (:math:`K_{nm} = k(X, Z)`, :math:`K_{mm} = k(Z, Z)`),
+with the Falkon solver (:func:`nyhopt.solvers.falkon_solve`, bounded memory)
+or the direct Cholesky solver (:func:`nyhopt.solvers.direct_solve`).
+:class:`NystromKRRClassifier` regresses on -1/+1 targets (two classes) or on
+one-hot 0/1 targets (more classes).
+
+Both follow the scikit-learn estimator protocol (``get_params``,
+``set_params``, ``clone``, fitted attributes ending in ``_``) without
+importing scikit-learn.  Arrays stay where they are: CuPy inputs give CuPy
+outputs, computed on the GPU.
+"""
+from __future__ import annotations
+
+import inspect
+import sys
+import warnings
+
+import numpy as np
+
+from ._centers import select_centers
+from ._validation import check_matrix, check_positive, check_targets
+from .backend import get_namespace, is_cupy_namespace
+from .kernels import GaussianKernel, Kernel, make_kernel
+from .ops import kmv
+from .solvers import ConvergenceWarning, direct_solve, falkon_solve
+
+__all__ = [
+    "NystromKRR",
+    "NystromKRRClassifier",
+    "NotFittedError",
+    "ConvergenceWarning",
+    "DataConversionWarning",
+]
+
+_SOLVERS = ("falkon", "direct")
+
+
+class NotFittedError(ValueError, AttributeError):
+    """An estimator was used before ``fit`` (a ``ValueError`` and an ``AttributeError``)."""
+
+
+class DataConversionWarning(UserWarning):
+    """The input was converted (for instance a column-vector ``y`` to 1-D)."""
+
+
+# ----------------------------------------------------------------------------- input checks
+
+
+def _as_array(a, name, numeric=True):
+    """Array-like -> array (NumPy or CuPy), with clear errors for unsupported input kinds."""
+    if a is None:
+        raise ValueError(f"{name} is None; this estimator requires y to be passed, but the target y is None"
+                         if name == "y" else f"{name} is None")
+    if hasattr(a, "tocsr") or hasattr(a, "toarray"):
+        raise TypeError(f"{name} is a sparse matrix; sparse input is not supported, use {name}.toarray()")
+    xp = get_namespace(a)
+    if not is_cupy_namespace(xp):
+        a = np.asarray(a)
+        if a.dtype == object and numeric:
+            a = np.asarray(a, dtype=np.float64)  # TypeError names the offending element
+    if a.dtype.kind == "c":
+        raise ValueError(f"{name}: Complex data not supported")
+    return a
+
+
+def _check_X(est, X, reset):
+    X = _as_array(X, "X")
+    xp = get_namespace(X)
+    if X.ndim != 2:
+        raise ValueError(
+            f"X must be 2-D (n_samples, n_features), got shape {tuple(X.shape)}. Reshape your data "
+            "with X.reshape(-1, 1) for one feature or X.reshape(1, -1) for one sample"
+        )
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        what = "sample(s)" if X.shape[0] == 0 else "feature(s)"
+        raise ValueError(
+            f"X has 0 {what} (shape={tuple(X.shape)}) while a minimum of 1 is required."
+        )
+    if not reset and X.shape[1] != est.n_features_in_:
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {type(est).__name__} is expecting "
+            f"{est.n_features_in_} features as input"
+        )
+    return check_matrix(X, "X", xp), xp
+
+
+def _not_fitted_error():
+    """``NotFittedError``, also an instance of scikit-learn's when the caller imported it.
+
+    scikit-learn is never imported here; if it is already loaded (the caller
+    uses it), the error also derives from ``sklearn.exceptions.NotFittedError``
+    so that ``except NotFittedError`` works in scikit-learn code.
+    """
+    sk = sys.modules.get("sklearn.exceptions")
+    base = getattr(sk, "NotFittedError", None)
+    if base is None or issubclass(NotFittedError, base):
+        return NotFittedError
+    if base not in _SK_NOT_FITTED:
+        _SK_NOT_FITTED[base] = type("NotFittedError", (NotFittedError, base), {"__module__": __name__})
+    return _SK_NOT_FITTED[base]
+
+
+_SK_NOT_FITTED = {}
+
+
+def _check_fitted(est):
+    if not hasattr(est, "alpha_"):
+        raise _not_fitted_error()(
+            f"This {type(est).__name__} instance is not fitted yet; call 'fit' with appropriate "
+            "arguments before using this estimator"
+        )
+
+
+# ----------------------------------------------------------------------------- common base
+
+
+class _NystromBase:
+    """Parameters, fitting and prediction shared by the two estimators."""
+
+    def __init__(self, kernel=None, penalty=1e-6, centers=100, solver="falkon", maxiter=100, tol=1e-7,
+                 random_state=None):
+        self.kernel = kernel
+        self.penalty = penalty
+        self.centers = centers
+        self.solver = solver
+        self.maxiter = maxiter
+        self.tol = tol
+        self.random_state = random_state
+
+    # -- scikit-learn parameter protocol -----------------------------------------------------
+    @classmethod
+    def _get_param_names(cls):
+        sig = inspect.signature(cls.__init__)
+        return sorted(p.name for p in sig.parameters.values() if p.name != "self")
+
+    def get_params(self, deep=True):
+        """Constructor parameters (and, with ``deep``, the kernel's as ``kernel__<name>``).
+
+        Parameters
+        ----------
+        deep : bool, default True
+
+        Returns
+        -------
+        dict
+        """
+        out = {}
+        for name in self._get_param_names():
+            value = getattr(self, name)
+            if deep and hasattr(value, "get_params") and not isinstance(value, type):
+                out.update((f"{name}__{k}", v) for k, v in value.get_params().items())
+            out[name] = value
+        return out
+
+    def set_params(self, **params):
+        """Set constructor parameters; ``kernel__lengthscale=...`` reaches into the kernel.
+
+        Returns
+        -------
+        self
+        """
+        valid = self._get_param_names()
+        nested = {}
+        for key, value in params.items():
+            name, _, sub = key.partition("__")
+            if name not in valid:
+                raise ValueError(f"invalid parameter {name!r} for {type(self).__name__}; valid: {valid}")
+            if sub:
+                nested.setdefault(name, {})[sub] = value
+            else:
+                setattr(self, name, value)
+        for name, sub_params in nested.items():
+            target = getattr(self, name)
+            if not hasattr(target, "set_params"):
+                raise ValueError(f"parameter {name!r} is {target!r}, which has no parameters to set")
+            target.set_params(**sub_params)
+        return self
+
+    def __repr__(self):
+        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
+        parts = []
+        for name in self._get_param_names():
+            value = getattr(self, name)
+            if getattr(value, "ndim", 0) > 0:  # an array: show its shape only
+                parts.append(f"{name}=<array of shape {tuple(value.shape)}>")
+                continue
+            default = defaults.get(name)
+            try:
+                same = type(value) is type(default) and bool(value == default)
+            except Exception:
+                same = False
+            if not same:
+                parts.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "alpha_")
+
+    # -- fitting ----------------------------------------------------------------------------------
+    def _check_params(self):
+        if isinstance(self.solver, str) and self.solver in _SOLVERS:
+            solver = self.solver
+        else:
+            raise ValueError(f"solver must be one of {_SOLVERS}, got {self.solver!r}")
+        penalty = check_positive(self.penalty, "penalty")
+        tol = float(self.tol) if not isinstance(self.tol, bool) else -1.0
+        if not np.isfinite(tol) or tol < 0:
+            raise ValueError(f"tol must be a finite number >= 0, got {self.tol!r}")
+        mi = self.maxiter
+        if isinstance(mi, bool) or not isinstance(mi, (int, np.integer)) or mi < 1:
+            raise ValueError(f"maxiter must be an integer >= 1, got {mi!r}")
+        if self.kernel is None:
+            kernel = GaussianKernel(1.0)
+        elif isinstance(self.kernel, str):
+            kernel = make_kernel(self.kernel)
+        elif isinstance(self.kernel, Kernel):
+            kernel = make_kernel(self.kernel).with_lengthscale(self.kernel.lengthscale)  # a copy
+        else:
+            raise TypeError(f"kernel must be None, a kernel name or a Kernel instance, got {self.kernel!r}")
+        return solver, penalty, tol, int(mi), kernel
+
+    def _fit_targets(self, X, Y, xp):
+        """Fit on validated ``X`` (n, d) and float targets ``Y`` (n, p); sets the fitted attributes."""
+        solver, penalty, tol, maxiter, kernel = self._check_params()
+        kernel.lengthscale_array(X.shape[1])  # validates the lengthscale against the features
+        Z = select_centers(X, self.centers, self.random_state, xp)
+        if solver == "direct":
+            alpha = direct_solve(kernel, X, Z, Y, penalty)
+            record, converged = None, True
+        else:
+            record = falkon_solve(kernel, X, Z, Y, penalty, tol=tol, maxiter=maxiter, warn=False)
+            alpha, converged = record.alpha, record.cg.converged
+            if not converged:
+                warnings.warn(
+                    f"{type(self).__name__}: Falkon CG stopped after {record.cg.iterations} iterations "
+                    f"with relative residual {record.cg.residual_norms[-1]:.3g} above tol={tol:.3g}; "
+                    "increase maxiter (see converged_ and solve_)",
+                    ConvergenceWarning,
+                    stacklevel=3,
+                )
+        self.kernel_ = kernel
+        self.centers_ = Z
+        self.solve_ = record
+        self.converged_ = converged
+        self.n_features_in_ = X.shape[1]
+        return alpha
+
+    def _decision(self, X):
+        _check_fitted(self)
+        X, xp = _check_X(self, X, reset=False)
+        get_namespace(X, self.centers_)  # clear error when host/device differ from fit
+        return kmv(self.kernel_, X, self.centers_, self.alpha_)
+
+    # -- scikit-learn tags (scikit-learn is imported only when it asks) -------------------------
+    def __sklearn_tags__(self):
+        from sklearn.utils import ClassifierTags, InputTags, RegressorTags, Tags, TargetTags
+
+        regressor = self._estimator_type == "regressor"
+        return Tags(
+            estimator_type=self._estimator_type,
+            target_tags=TargetTags(required=True, multi_output=regressor, single_output=True),
+            regressor_tags=RegressorTags() if regressor else None,
+            classifier_tags=None if regressor else ClassifierTags(multi_class=True, multi_label=False),
+            input_tags=InputTags(two_d_array=True, sparse=False, allow_nan=False),
+        )
+
+    def _more_tags(self):  # scikit-learn < 1.6
+        return {"requires_y": True, "multioutput": self._estimator_type == "regressor"}
+
+
+# ----------------------------------------------------------------------------- regression
+
+
+class NystromKRR(_NystromBase):
+    r"""Nystrom kernel ridge regression.
+
+    Parameters
+    ----------
+    kernel : Kernel, str or None, default None
+        A kernel instance (with its lengthscales), a kernel name for
+        :func:`nyhopt.make_kernel` (lengthscale 1), or None for
+        ``GaussianKernel(1.0)``.
+    penalty : float, default 1e-6
+        Ridge penalty :math:`\lambda > 0` (the loss is divided by ``n``).
+    centers : int or array of shape (m, d), default 100
+        Number of Nystrom centers drawn uniformly without replacement from the
+        training points (seeded by ``random_state``), or the centers
+        themselves (converted to the array type and dtype of ``X``).
+    solver : {"falkon", "direct"}, default "falkon"
+        "falkon": preconditioned CG, memory bounded by row blocks;
+        "direct": Cholesky (:math:`O(n m^2)`), for small problems.
+    maxiter : int, default 100
+        Maximal Falkon CG iterations.
+    tol : float, default 1e-7
+        Relative residual tolerance of Falkon CG.
+    random_state : None, int, numpy Generator or RandomState
+        Seed of the random choice of centers.
+
+    Attributes
+    ----------
+    alpha_ : array, shape (m,) or (m, p)
+        Coefficients (float64), on the device of the training data.
+    centers_ : array, shape (m, d)
+        The centers used, in the dtype of the training data.
+    kernel_ : Kernel
+        The kernel used (a copy).
+    n_features_in_ : int
+    solve_ : FalkonResult or None
+        The Falkon record (iterations, residuals); None for the direct solver.
+    converged_ : bool
+        False when Falkon stopped at ``maxiter`` above ``tol`` (a
+        :class:`~nyhopt.solvers.ConvergenceWarning` is issued too).
+
+    Notes
+    -----
+    The coefficients solve :math:`(K_{nm}^T K_{nm} + n\lambda K_{mm})\alpha
+    = K_{nm}^T Y`; predictions are :math:`k(x, Z)\alpha`, computed in row
+    blocks in the dtype of the input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, size=(500, 2)); y = np.sin(3 * X[:, 0]) + X[:, 1]
+    >>> model = nh.NystromKRR(nh.GaussianKernel(0.5), penalty=1e-6, centers=50, random_state=0)
+    >>> model.fit(X, y).score(X, y) > 0.99
+    True
+    >>> model.predict(X[:3]).shape, model.alpha_.shape, model.converged_
+    ((3,), (50,), True)
+    """
+
+    _estimator_type = "regressor"
+
+    def fit(self, X, y):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+            Training inputs (NumPy or CuPy; float32 or float64; ints become float64).
+        y : array of shape (n,) or (n, p)
+            Targets.
+
+        Returns
+        -------
+        self
+        """
+        X, xp = _check_X(self, X, reset=True)
+        y = _as_array(y, "y")
+        get_namespace(X, y)
+        Y, was_1d = check_targets(y, "y", X.shape[0], xp, dtype=X.dtype)
+        alpha = self._fit_targets(X, Y, xp)
+        self.alpha_ = alpha[:, 0] if was_1d else alpha
+        return self
+
+    def predict(self, X):
+        """Predictions :math:`k(X, Z)\\alpha`, shape (n,) or (n, p), same array type as ``X``."""
+        return self._decision(X)
+
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination :math:`R^2` (averaged over outputs), as scikit-learn.
+
+        Parameters
+        ----------
+        X : array (n, d)
+        y : array (n,) or (n, p)
+        sample_weight : array (n,), optional
+
+        Returns
+        -------
+        float
+        """
+        pred = self.predict(X)
+        xp = get_namespace(pred)
+        Y, _ = check_targets(_as_array(y, "y"), "y", pred.shape[0], xp, dtype=np.float64)
+        P = pred.reshape(Y.shape).astype(np.float64)
+        w = xp.ones((Y.shape[0], 1)) if sample_weight is None else xp.asarray(sample_weight, dtype=np.float64)
+        w = w.reshape(-1, 1)
+        mean = (w * Y).sum(axis=0) / w.sum()
+        ss_res = (w * (Y - P) ** 2).sum(axis=0)
+        ss_tot = (w * (Y - mean) ** 2).sum(axis=0)
+        ss_res, ss_tot = np.asarray(ss_res.tolist()), np.asarray(ss_tot.tolist())
+        r2 = np.where(ss_tot > 0, 1 - ss_res / np.where(ss_tot > 0, ss_tot, 1), np.where(ss_res == 0, 1.0, 0.0))
+        return float(r2.mean())
+
+
+# ----------------------------------------------------------------------------- classification
+
+
+def _encode_labels(y, xp):
+    """Sorted class labels and the index of each sample's class."""
+    if y.dtype.kind == "f":
+        if not bool(xp.all(xp.isfinite(y))):
+            raise ValueError("y contains NaN or infinity")
+        if not bool(xp.all(y == xp.round(y))):
+            raise ValueError("Unknown label type: continuous targets; a classifier needs class labels")
+    classes, idx = xp.unique(y, return_inverse=True)
+    return classes, idx.reshape(-1)
+
+
+class NystromKRRClassifier(_NystromBase):
+    r"""Nystrom kernel ridge regression used as a classifier.
+
+    Two classes are regressed as a single output with targets -1 (``classes_[0]``)
+    and +1 (``classes_[1]``); ``predict`` returns ``classes_[1]`` where the
+    score is > 0.  More classes are regressed with one-hot targets (1 for the
+    sample's class, 0 elsewhere, as in the paper), and ``predict`` returns the
+    class of the largest score.
+
+    Parameters
+    ----------
+    kernel, penalty, centers, solver, maxiter, tol, random_state
+        As for :class:`NystromKRR`.
+
+    Attributes
+    ----------
+    classes_ : array, shape (n_classes,)
+        Sorted class labels.
+    alpha_ : array, shape (m,) for two classes, (m, n_classes) otherwise
+    centers_, kernel_, n_features_in_, solve_, converged_
+        As for :class:`NystromKRR`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2)); y = np.where(X[:, 0] * X[:, 1] > 0, "same", "diff")
+    >>> clf = nh.NystromKRRClassifier(penalty=1e-5, centers=60, random_state=0).fit(X, y)
+    >>> clf.classes_.tolist(), clf.score(X, y) > 0.95
+    (['diff', 'same'], True)
+    >>> clf.decision_function(X[:2]).shape
+    (2,)
+    """
+
+    _estimator_type = "classifier"
+
+    def fit(self, X, y):
+        """Fit on class labels ``y`` of shape (n,).
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+        y : array of shape (n,)
+            Labels (numbers or strings); at least two classes.
+
+        Returns
+        -------
+        self
+        """
+        X, xp = _check_X(self, X, reset=True)
+        y = _as_array(y, "y", numeric=False)
+        get_namespace(X, y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            warnings.warn(
+                "A column-vector y was passed when a 1d array was expected; y was raveled to shape (n,)",
+                DataConversionWarning,
+                stacklevel=2,
+            )
+            y = y.reshape(-1)
+        if y.ndim != 1:
+            raise ValueError(f"y should be a 1d array of labels, got shape {tuple(y.shape)}")
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"y has {y.shape[0]} rows but X has {X.shape[0]}")
+        classes, idx = _encode_labels(y, xp)
+        if classes.shape[0] < 2:
+            raise ValueError(f"y has only one class ({classes.tolist()}); a classifier needs at least 2 classes")
+        if classes.shape[0] == 2:
+            Y = (2.0 * idx - 1.0).astype(X.dtype)[:, None]
+        else:
+            Y = xp.zeros((X.shape[0], classes.shape[0]), dtype=X.dtype)
+            Y[xp.arange(X.shape[0]), idx] = 1
+        alpha = self._fit_targets(X, Y, xp)
+        self.classes_ = classes
+        self.alpha_ = alpha[:, 0] if classes.shape[0] == 2 else alpha
+        return self
+
+    def decision_function(self, X):
+        """Scores: shape (n,) for two classes (> 0 means ``classes_[1]``), else (n, n_classes)."""
+        return self._decision(X)
+
+    def predict(self, X):
+        """Predicted class labels, shape (n,), same array type as ``X``."""
+        scores = self.decision_function(X)
+        xp = get_namespace(scores)
+        idx = (scores > 0).astype(np.int64) if scores.ndim == 1 else xp.argmax(scores, axis=1)
+        return self.classes_[idx]
+
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy (weighted by ``sample_weight`` if given), as scikit-learn.
+
+        Returns
+        -------
+        float
+        """
+        pred = self.predict(X)
+        xp = get_namespace(pred)
+        y = _as_array(y, "y", numeric=False).reshape(-1)
+        if y.shape[0] != pred.shape[0]:
+            raise ValueError(f"y has {y.shape[0]} rows but X has {pred.shape[0]}")
+        hit = (pred == y).astype(np.float64)
+        if sample_weight is None:
+            return float(hit.mean())
+        w = xp.asarray(sample_weight, dtype=np.float64).reshape(-1)
+        return float((w * hit).sum() / w.sum())

@@ -1,0 +1,350 @@
+r"""Estimators that tune their own hyperparameters inside ``fit``.
+
+:class:`HyperoptKRR` and :class:`HyperoptKRRClassifier` wrap :func:`nyhopt.tune`
+in the scikit-learn estimator protocol: ``fit(X, y)`` optionally standardizes
+the columns of ``X`` (training mean and standard deviation, as the paper
+does), runs the tuning loop on the chosen objective and keeps the fitted
+N-KRR model with the best hyperparameters; ``predict`` applies the same
+standardization and the model.
+
+With standardization :math:`\tilde x = (x - \mu_x) / \sigma_x` (a constant
+column is only centered) the prediction is
+
+.. math::  f(x) = \mu_y + \sigma_y\, k_\ell\big(\tilde x, Z\big)\,\alpha,
+
+where :math:`(\lambda, \ell, Z)` are the tuned hyperparameters in standardized
+coordinates, :math:`\alpha` the N-KRR coefficients and
+:math:`(\mu_y, \sigma_y)` the target standardization (regression only).
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from ._validation import check_matrix
+from .backend import get_namespace, to_numpy
+
+__all__ = ["HyperoptKRR", "HyperoptKRRClassifier"]
+
+
+def standardization(X):
+    """Column means and scales (float64 NumPy arrays; a zero std becomes 1)."""
+    xp = get_namespace(X)
+    X64 = X.astype(xp.float64)
+    mean = np.asarray(to_numpy(X64.mean(axis=0)), dtype=np.float64)
+    scale = np.asarray(to_numpy(X64.std(axis=0)), dtype=np.float64)
+    return mean, np.where(scale > 0, scale, 1.0)
+
+
+def apply_standardization(X, mean, scale):
+    """``(X - mean) / scale`` computed in float64 and returned in the dtype of ``X``."""
+    xp = get_namespace(X)
+    out = (X.astype(xp.float64) - xp.asarray(mean)) / xp.asarray(scale)
+    return out.astype(X.dtype, copy=False)
+
+
+class _HyperoptBase:
+    """Constructor parameters, fitting and the scikit-learn protocol (shared)."""
+
+    _task = None
+
+    def __init__(self, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gaussian", ard=True,
+                 random_state=None, standardize=False, penalty=None, lengthscale=None, freeze=(),
+                 patience=10, validation_fraction=None, dtype=None, objective_options=None,
+                 solver="auto", record_terms=False, progress=False):
+        self.objective = objective
+        self.centers = centers
+        self.epochs = epochs
+        self.lr = lr
+        self.kernel = kernel
+        self.ard = ard
+        self.random_state = random_state
+        self.standardize = standardize
+        self.penalty = penalty
+        self.lengthscale = lengthscale
+        self.freeze = freeze
+        self.patience = patience
+        self.validation_fraction = validation_fraction
+        self.dtype = dtype
+        self.objective_options = objective_options
+        self.solver = solver
+        self.record_terms = record_terms
+        self.progress = progress
+
+    # -- scikit-learn parameter protocol -------------------------------------------------
+    @classmethod
+    def _get_param_names(cls):
+        sig = inspect.signature(cls.__init__)
+        return sorted(p.name for p in sig.parameters.values() if p.name != "self")
+
+    def get_params(self, deep=True):
+        """Constructor parameters, as scikit-learn's ``get_params``.
+
+        Parameters
+        ----------
+        deep : bool, default True
+            Also return the kernel's parameters as ``kernel__<name>`` when
+            ``kernel`` is a Kernel instance.
+
+        Returns
+        -------
+        dict
+        """
+        out = {}
+        for name in self._get_param_names():
+            value = getattr(self, name)
+            if deep and hasattr(value, "get_params") and not isinstance(value, type):
+                out.update((f"{name}__{k}", v) for k, v in value.get_params().items())
+            out[name] = value
+        return out
+
+    def set_params(self, **params):
+        """Set constructor parameters, as scikit-learn's ``set_params``.
+
+        Returns
+        -------
+        self
+        """
+        valid = self._get_param_names()
+        for key, value in params.items():
+            name, _, sub = key.partition("__")
+            if name not in valid:
+                raise ValueError(f"invalid parameter {name!r} for {type(self).__name__}; valid: {valid}")
+            if sub:
+                getattr(self, name).set_params(**{sub: value})
+            else:
+                setattr(self, name, value)
+        return self
+
+    def __repr__(self):
+        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
+        parts = []
+        for name in self._get_param_names():
+            value = getattr(self, name)
+            try:
+                same = type(value) is type(defaults.get(name)) and bool(value == defaults.get(name))
+            except Exception:
+                same = False
+            if not same:
+                shown = f"<array of shape {tuple(value.shape)}>" if getattr(value, "ndim", 0) > 0 else repr(value)
+                parts.append(f"{name}={shown}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "model_")
+
+    # -- fitting ---------------------------------------------------------------------------
+    def fit(self, X, y, validation=None, callback=None):
+        """Tune the hyperparameters on ``(X, y)`` and fit the model with the best ones.
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+            Training inputs (NumPy or CuPy).
+        y : array
+            Targets (regressor: (n,) or (n, p); classifier: (n,) labels).
+        validation : tuple (X_val, y_val), optional
+            Data on which to track the error per epoch (in the units of
+            ``X``; standardized like the training data).  Overrides
+            ``validation_fraction``.
+        callback : callable, optional
+            ``callback(epoch, record)``, see :func:`nyhopt.tune`.
+
+        Returns
+        -------
+        self
+        """
+        from .optim import tune
+
+        xp = get_namespace(X)
+        X = check_matrix(X, "X", xp)
+        if self.standardize:
+            mean, scale = standardization(X)
+        else:
+            mean, scale = np.zeros(X.shape[1]), np.ones(X.shape[1])
+        Xs = apply_standardization(X, mean, scale) if self.standardize else X
+        if validation is not None:
+            if not (isinstance(validation, (tuple, list)) and len(validation) == 2):
+                raise TypeError("validation must be a tuple (X_val, y_val)")
+            Xv = check_matrix(validation[0], "validation X", xp, n_features=X.shape[1])
+            val = (apply_standardization(Xv, mean, scale) if self.standardize else Xv, validation[1])
+        else:
+            val = self.validation_fraction
+        result = tune(
+            Xs, y, objective=self.objective, centers=self.centers, epochs=self.epochs, lr=self.lr,
+            kernel=self.kernel, ard=self.ard, random_state=self.random_state, validation=val,
+            progress=self.progress, penalty=self.penalty, lengthscale=self.lengthscale,
+            freeze=self.freeze if self.freeze is not None else (), patience=self.patience,
+            callback=callback, task=self._task, dtype=self.dtype,
+            objective_options=self.objective_options, solver=self.solver, record_terms=self.record_terms,
+        )
+        self.model_ = result.model
+        self.params_ = result.params
+        self.history_ = result.history
+        self.best_epoch_ = result.best_epoch
+        self.stop_reason_ = result.stop_reason
+        self.x_mean_, self.x_scale_ = mean, scale
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    # -- prediction --------------------------------------------------------------------------
+    def _check_fitted(self):
+        if not hasattr(self, "model_"):
+            from .estimator import NotFittedError
+
+            raise NotFittedError(
+                f"This {type(self).__name__} instance is not fitted yet; call 'fit' before using it"
+            )
+
+    def _transform(self, X):
+        self._check_fitted()
+        xp = get_namespace(X)
+        X = check_matrix(X, "X", xp)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting {self.n_features_in_}"
+            )
+        return apply_standardization(X, self.x_mean_, self.x_scale_) if self.standardize else X
+
+    def predict(self, X):
+        """Predictions for ``X`` (values, or class labels for the classifier).
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+
+        Returns
+        -------
+        array of shape (n,) or (n, p)
+        """
+        Xs = self._transform(X)
+        return self.model_.predict(Xs)
+
+    def score(self, X, y, sample_weight=None):
+        """:math:`R^2` (regressor) or mean accuracy (classifier), as scikit-learn.
+
+        Returns
+        -------
+        float
+        """
+        Xs = self._transform(X)
+        return self.model_.score(Xs, y, sample_weight=sample_weight)
+
+
+_PARAMS_DOC = """
+    Parameters
+    ----------
+    objective : str, default "prop"
+        Objective to minimize: "holdout", "loocv", "gcv", "creg", "sgpr",
+        "prop" or "stoch-prop".
+    centers : int or array of shape (m, d), default 100
+        Number of Nystrom centers (random training rows) or initial centers
+        (in standardized coordinates when ``standardize`` is True).
+    epochs : int, default 200
+        Maximal number of Adam steps.
+    lr : float, default 0.05
+        Adam's learning rate.
+    kernel : str or Kernel, default "gaussian"
+    ard : bool, default True
+        One lengthscale per feature.
+    random_state : None or int, default None
+        Seed of the initial centers, splits and probes.
+    standardize : bool, default False
+        Standardize the columns of ``X`` (training mean and standard
+        deviation) before tuning and predicting, as the paper does.
+    penalty, lengthscale : float, optional
+        Initial values (default :math:`1/n` and the median heuristic).
+    freeze : iterable of {"penalty", "lengthscale", "centers"}, default ()
+        Hyperparameters that are not tuned.
+    patience : int or None, default 10
+        Early stopping patience (steps without improvement of the objective).
+    validation_fraction : float, optional
+        Hold out this fraction of the training data to track the error per
+        epoch (``history_``); the model is then fitted on the rest.
+    dtype : {None, "float32", "float64"}
+        dtype of the data during tuning (None keeps that of ``X``).
+    objective_options : dict, optional
+        Passed to :func:`nyhopt.make_objective`.
+    solver : {"auto", "direct", "falkon"}, default "auto"
+        Solver of the final model.
+    record_terms : bool, default False
+        Record the objective's terms in ``history_`` (one more evaluation per epoch).
+    progress : bool, default False
+        Progress bar on stderr (only on a terminal).
+
+    Attributes
+    ----------
+    model_ : NystromKRR or NystromKRRClassifier
+        The model fitted with the best hyperparameters (standardized coordinates).
+    params_ : Params
+        The best hyperparameters (standardized coordinates).
+    history_ : History
+        Per-epoch records of the tuning (see :func:`nyhopt.tune`).
+    best_epoch_ : int
+    stop_reason_ : str
+    x_mean_, x_scale_ : numpy.ndarray of shape (d,)
+        Input standardization (zeros and ones when ``standardize`` is False).
+    n_features_in_ : int
+"""
+
+
+class HyperoptKRR(_HyperoptBase):
+    __doc__ = (
+        """Nystrom KRR regressor that tunes penalty, lengthscales and centers in ``fit``.
+"""
+        + _PARAMS_DOC
+        + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, size=(300, 2)); y = 5 + np.sin(3 * X[:, 0])
+    >>> est = nh.HyperoptKRR(centers=20, epochs=30, random_state=0).fit(X, y)
+    >>> est.score(X, y) > 0.95, len(est.history_) > 1
+    (True, True)
+    """
+    )
+
+    _task = "regression"
+    _estimator_type = "regressor"
+
+
+class HyperoptKRRClassifier(_HyperoptBase):
+    __doc__ = (
+        """Nystrom KRR classifier that tunes penalty, lengthscales and centers in ``fit``.
+
+    Two classes are regressed as -1/+1, more classes as one-hot targets (the
+    paper's setting); ``predict`` returns labels.
+"""
+        + _PARAMS_DOC
+        + """    classes_ : array
+        Sorted class labels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2)); y = np.where(X[:, 0] * X[:, 1] > 0, "same", "diff")
+    >>> clf = nh.HyperoptKRRClassifier(centers=30, epochs=30, random_state=0).fit(X, y)
+    >>> clf.classes_.tolist(), clf.score(X, y) > 0.9
+    (['diff', 'same'], True)
+    """
+    )
+
+    _task = "classification"
+    _estimator_type = "classifier"
+
+    def fit(self, X, y, validation=None, callback=None):
+        super().fit(X, y, validation=validation, callback=callback)
+        self.classes_ = self.model_.classes_
+        return self
+
+    fit.__doc__ = _HyperoptBase.fit.__doc__
+
+    def decision_function(self, X):
+        """Scores: (n,) for two classes (> 0 means ``classes_[1]``), else (n, n_classes)."""
+        Xs = self._transform(X)
+        return self.model_.decision_function(Xs)

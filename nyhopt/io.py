@@ -1,0 +1,452 @@
+"""Reading CSV tables and saving/loading fitted models (``.npz``, no pickle).
+
+CSV files have a header row; columns are chosen by name (or by 0-based index).
+Every problem in a file is reported as a :class:`DataError` that names the
+file, the line and the column, so that the command line can print it as is.
+
+A model file is a plain NumPy ``.npz`` archive written with :func:`numpy.savez`
+and read with ``allow_pickle=False``: nothing in it can execute code.  Keys:
+
+==================  ===========================================================
+``format``          ``"nyhopt-model"``; ``version``: format version (1)
+``estimator``       class name: ``HyperoptKRR``, ``HyperoptKRRClassifier``,
+                    ``NystromKRR`` or ``NystromKRRClassifier``
+``kernel``          kernel name (``gaussian``, ``laplacian``, ``matern12`` ...)
+``lengthscale``     (1,) or (d,) float64
+``penalty``         float64
+``centers``         (m, d) float64, in the (standardized) model coordinates
+``alpha``           (m, p) float64
+``y_was_1d``        bool
+``x_mean``          (d,) and ``x_scale`` (d,): inputs are ``(X - x_mean) / x_scale``
+``y_mean``          (p,) and ``y_scale`` (p,): regression outputs are
+                    ``y_mean + y_scale * f``
+``classes``         classifier labels (numbers or strings), sorted
+``feature_names``   (d,) str, ``target_name`` str: column names (may be empty)
+``meta_*``          free-form summary (objective name, epochs, ...)
+==================  ===========================================================
+"""
+from __future__ import annotations
+
+import csv
+import os
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["DataError", "Table", "read_csv", "column_index", "numeric_columns", "save_model", "load_model"]
+
+FORMAT = "nyhopt-model"
+VERSION = 1
+
+
+class DataError(ValueError):
+    """A data or model file that cannot be used (the message says where and why)."""
+
+
+# --------------------------------------------------------------------------- CSV
+
+
+class Table(NamedTuple):
+    """A CSV table as text: column names and cells.
+
+    Attributes
+    ----------
+    path : str
+        The file it was read from.
+    names : list of str
+        Header cells (stripped).
+    cells : numpy.ndarray of str, shape (n_rows, n_columns)
+        The data cells (stripped), as text.
+    lines : list of int, optional
+        Line number in the file of each data row (for error messages).
+    """
+
+    path: str
+    names: list
+    cells: np.ndarray
+    lines: list = None
+
+
+def read_csv(path, delimiter=None) -> Table:
+    """Read a CSV file with a header row.
+
+    Parameters
+    ----------
+    path : str or path-like
+    delimiter : str, optional
+        Field separator; by default guessed among ``,``, ``;``, tab and space
+        from the header line.
+
+    Returns
+    -------
+    Table
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    DataError
+        Empty file, no data rows, duplicated or empty column names, or rows
+        whose number of fields differs from the header.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "toy.csv")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write("a,b,y\\n1,2,3\\n4,5,6\\n")
+    >>> t = read_csv(path)
+    >>> t.names, t.cells.shape
+    (['a', 'b', 'y'], (2, 3))
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"file not found: {path}")
+    if os.path.isdir(path):
+        raise DataError(f"{path} is a folder, not a CSV file")
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        text = f.read()
+    lines = text.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        raise DataError(f"{path} is empty")
+    if delimiter is None:
+        header_line = lines[first]
+        counts = {d: header_line.count(d) for d in (",", ";", "\t")}
+        best = max(counts, key=counts.get)
+        delimiter = best if counts[best] > 0 else (" " if " " in header_line.strip() else ",")
+    reader = csv.reader(lines, delimiter=delimiter, skipinitialspace=(delimiter == " "))
+    rows = []
+    header = None
+    for lineno, row in enumerate(reader, start=1):
+        if not row or all(not c.strip() for c in row):
+            continue  # blank line
+        row = [c.strip() for c in row]
+        if header is None:
+            header = row
+            if any(not name for name in header):
+                raise DataError(f"{path}, line {lineno}: the header has an empty column name")
+            dup = sorted({name for name in header if header.count(name) > 1})
+            if dup:
+                raise DataError(f"{path}, line {lineno}: duplicated column name(s) {dup}")
+            continue
+        if len(row) != len(header):
+            raise DataError(
+                f"{path}, line {lineno}: {len(row)} field(s) but the header has {len(header)} "
+                f"(delimiter {delimiter!r})"
+            )
+        rows.append((lineno, row))
+    if not rows:
+        raise DataError(f"{path} has a header but no data rows")
+    cells = np.array([r for _, r in rows], dtype=str)
+    return Table(path, header, cells, [ln for ln, _ in rows])
+
+
+def _line_of(table: Table, row: int) -> int:
+    """Line number of data row ``row`` (1-based, counting the header)."""
+    if table.lines is not None and row < len(table.lines):
+        return table.lines[row]
+    return row + 2
+
+
+def column_index(table: Table, key) -> int:
+    """Index of a column given by name, or by 0-based index (int or digits).
+
+    A name takes precedence over an index: in a table whose header has a
+    column called ``"0"``, the key ``"0"`` means that column.
+
+    Raises
+    ------
+    DataError
+        If no column has that name and it is not a valid index.
+
+    Examples
+    --------
+    >>> t = Table("t.csv", ["a", "y"], np.array([["1", "2"]]))
+    >>> column_index(t, "y"), column_index(t, 0), column_index(t, "-1")
+    (1, 0, 1)
+    """
+    if isinstance(key, str) and key in table.names:
+        return table.names.index(key)
+    try:
+        idx = int(key)
+    except (TypeError, ValueError):
+        idx = None
+    if idx is not None and -len(table.names) <= idx < len(table.names):
+        return idx % len(table.names)
+    raise DataError(
+        f"{table.path}: no column {key!r}; the columns are {table.names}"
+        + (" (or an index from 0 to %d)" % (len(table.names) - 1))
+    )
+
+
+def numeric_columns(table: Table, columns, dtype=np.float64) -> np.ndarray:
+    """Convert the given columns to a float array, or say which cell is not a number.
+
+    Parameters
+    ----------
+    table : Table
+    columns : list of int
+        Column indices.
+    dtype : numpy dtype, default float64
+
+    Returns
+    -------
+    numpy.ndarray of shape (n_rows, len(columns))
+
+    Raises
+    ------
+    DataError
+        For an empty (missing) cell, text that is not a number, or NaN/infinity.
+
+    Examples
+    --------
+    >>> t = Table("t.csv", ["a", "b"], np.array([["1", "x"], ["2.5", "y"]]))
+    >>> numeric_columns(t, [0]).ravel().tolist()
+    [1.0, 2.5]
+    """
+    columns = list(columns)
+    out = np.empty((table.cells.shape[0], len(columns)), dtype=np.float64)
+    for k, j in enumerate(columns):
+        col = table.cells[:, j]
+        try:
+            out[:, k] = col.astype(np.float64)
+            bad = ~np.isfinite(out[:, k])
+        except ValueError:
+            bad = None
+        if bad is None or bad.any():
+            for i, cell in enumerate(col.tolist()):
+                try:
+                    v = float(cell)
+                except ValueError:
+                    v = None
+                if v is None or not np.isfinite(v):
+                    what = "an empty (missing) value" if cell == "" else f"{cell!r}, which is not a finite number"
+                    raise DataError(
+                        f"{table.path}, line {_line_of(table, i)}, column {table.names[j]!r}: "
+                        f"{what}; every feature must be numeric (encode categories as numbers first)"
+                    )
+    return out.astype(dtype, copy=False)
+
+
+# --------------------------------------------------------------------------- models
+
+_KERNELS = ("gaussian", "laplacian", "matern12", "matern32", "matern52")
+_ESTIMATORS = ("HyperoptKRR", "HyperoptKRRClassifier", "NystromKRR", "NystromKRRClassifier")
+
+
+def _kernel_name(kernel) -> str:
+    """Name under which :func:`nyhopt.make_kernel` rebuilds ``kernel``."""
+    kind = kernel.kind
+    if type(kernel).__name__ == "MaternKernel" and float(kernel.nu) == 0.5:
+        return "matern12"
+    if kind not in _KERNELS:  # pragma: no cover - a kernel family this format does not know
+        raise ValueError(f"cannot save a model with kernel {kernel!r}")
+    return kind
+
+
+def _labels_array(classes):
+    """Class labels as a NumPy array that needs no pickle (numbers or unicode)."""
+    arr = np.asarray(classes.get() if hasattr(classes, "get") else classes)
+    if arr.dtype.kind in "biuf":
+        return arr
+    return arr.astype(str)
+
+
+def _host64(a):
+    return np.asarray(a.get() if hasattr(a, "get") else a, dtype=np.float64)
+
+
+def _model_state(model) -> dict:
+    """The arrays that describe a fitted estimator (see the module notes)."""
+    name = type(model).__name__
+    if name not in _ESTIMATORS and name != "NormalizedNystromKRR":
+        raise ValueError(f"cannot save a {name}; expected one of {list(_ESTIMATORS)}")
+    hyper = name.startswith("Hyperopt")
+    inner = getattr(model, "model_", None) if hyper else model
+    if inner is None or not hasattr(inner, "alpha_"):
+        raise ValueError(f"this {name} is not fitted; call fit before saving it")
+    alpha = _host64(inner.alpha_)
+    d = int(inner.n_features_in_)
+    was_1d = alpha.ndim == 1
+    p = 1 if was_1d else alpha.shape[1]
+    y_mean = np.asarray(getattr(inner, "y_mean_", np.zeros(p)), dtype=np.float64).reshape(-1)
+    y_scale = np.asarray(getattr(inner, "y_scale_", np.ones(p)), dtype=np.float64).reshape(-1)
+    x_mean = np.asarray(getattr(model, "x_mean_", np.zeros(d)), dtype=np.float64)
+    x_scale = np.asarray(getattr(model, "x_scale_", np.ones(d)), dtype=np.float64)
+    state = {
+        "estimator": np.array("NystromKRR" if name == "NormalizedNystromKRR" else name),
+        "kernel": np.array(_kernel_name(inner.kernel_)),
+        "lengthscale": inner.kernel_.lengthscale_array(d),
+        "penalty": np.array(float(inner.penalty), dtype=np.float64),
+        "centers": _host64(inner.centers_),
+        "alpha": alpha.reshape(alpha.shape[0], -1),
+        "y_was_1d": np.array(was_1d),
+        "x_mean": x_mean,
+        "x_scale": x_scale,
+        "y_mean": y_mean,
+        "y_scale": y_scale,
+        "normalize_y": np.array(bool(getattr(inner, "normalize_y", False))),
+        "standardize": np.array(bool(getattr(model, "standardize", False))),
+        "dtype": np.array(str(np.dtype(inner.centers_.dtype))),
+    }
+    classes = getattr(inner, "classes_", None)
+    if classes is not None:
+        state["classes"] = _labels_array(classes)
+    if hyper:
+        state["objective"] = np.array(str(model.objective))
+        state["ard"] = np.array(bool(model.ard))
+    return state
+
+
+def _inner_from_state(state, classifier):
+    """A fitted NystromKRR / NystromKRRClassifier from saved arrays."""
+    from .estimator import NystromKRR, NystromKRRClassifier
+    from .kernels import make_kernel
+
+    kernel_name = str(state["kernel"])
+    if kernel_name not in _KERNELS:
+        raise DataError(f"unknown kernel {kernel_name!r} in the model file")
+    dtype = np.dtype(str(state.get("dtype", "float64")))
+    lengthscale = np.asarray(state["lengthscale"], dtype=np.float64)
+    kernel = make_kernel(kernel_name, lengthscale if lengthscale.size > 1 else float(lengthscale[0]))
+    centers = np.asarray(state["centers"], dtype=dtype)
+    alpha = np.asarray(state["alpha"], dtype=np.float64)
+    kw = dict(kernel=kernel, penalty=float(state["penalty"]), centers=centers, solver="direct")
+    if classifier:
+        model = NystromKRRClassifier(**kw)
+        model.classes_ = np.asarray(state["classes"])
+        alpha = alpha[:, 0] if alpha.shape[1] == 1 else alpha
+    else:
+        if bool(state.get("normalize_y", False)):
+            from .optim.tune import regressor_class
+
+            model = regressor_class()(normalize_y=True, **kw)
+            model.y_mean_ = np.asarray(state["y_mean"], dtype=np.float64)
+            model.y_scale_ = np.asarray(state["y_scale"], dtype=np.float64)
+        else:
+            model = NystromKRR(**kw)
+        alpha = alpha[:, 0] if bool(state["y_was_1d"]) else alpha
+    model.kernel_ = kernel
+    model.centers_ = centers
+    model.alpha_ = alpha
+    model.n_features_in_ = centers.shape[1]
+    model.solve_ = None
+    model.converged_ = True
+    return model
+
+
+def _model_from_state(state):
+    """Rebuild the saved estimator (fitted)."""
+    from .hyperopt import HyperoptKRR, HyperoptKRRClassifier
+
+    name = str(state.get("estimator", ""))
+    if name not in _ESTIMATORS:
+        raise DataError(f"unknown estimator {name!r} in the model file")
+    for key in ("kernel", "lengthscale", "penalty", "centers", "alpha"):
+        if key not in state:
+            raise DataError(f"the model file has no {key!r} entry")
+    classifier = name.endswith("Classifier")
+    if classifier and "classes" not in state:
+        raise DataError("the model file of a classifier has no 'classes' entry")
+    inner = _inner_from_state(state, classifier)
+    if not name.startswith("Hyperopt"):
+        return inner
+    cls = HyperoptKRRClassifier if classifier else HyperoptKRR
+    model = cls(objective=str(state.get("objective", "prop")), centers=inner.centers_.shape[0],
+                ard=bool(state.get("ard", True)), standardize=bool(state.get("standardize", False)))
+    model.model_ = inner
+    model.x_mean_ = np.asarray(state["x_mean"], dtype=np.float64)
+    model.x_scale_ = np.asarray(state["x_scale"], dtype=np.float64)
+    model.n_features_in_ = inner.n_features_in_
+    if classifier:
+        model.classes_ = inner.classes_
+    return model
+
+
+def save_model(path, model, meta=None) -> str:
+    """Save a fitted estimator to ``path`` (``.npz``, no pickle).
+
+    Parameters
+    ----------
+    path : str or path-like
+        Destination; ``.npz`` is appended when missing (as :func:`numpy.savez` does).
+    model : HyperoptKRR, HyperoptKRRClassifier, NystromKRR or NystromKRRClassifier
+        A fitted estimator.
+    meta : dict, optional
+        Extra values (numbers, strings or arrays of them) stored as ``meta_<key>``
+        and given back by :func:`load_model` in ``model.meta_``.
+
+    Returns
+    -------
+    str
+        The path written.
+
+    Raises
+    ------
+    ValueError
+        If the model is not fitted or not one of the supported estimators.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> from nyhopt.io import save_model, load_model
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(100, 2)); y = X[:, 0] ** 2
+    >>> model = nh.NystromKRR(nh.GaussianKernel(1.0), penalty=1e-4, centers=10, random_state=0).fit(X, y)
+    >>> path = save_model(os.path.join(tempfile.mkdtemp(), "model"), model)
+    >>> path.endswith(".npz"), bool(np.allclose(load_model(path).predict(X), model.predict(X)))
+    (True, True)
+    """
+    state = _model_state(model)
+    arrays = {"format": np.array(FORMAT), "version": np.array(VERSION)}
+    arrays.update(state)
+    for key, value in (meta or {}).items():
+        arr = np.asarray(value)
+        if arr.dtype.kind == "O":
+            arr = arr.astype(str)
+        arrays[f"meta_{key}"] = arr
+    path = os.fspath(path)
+    if not path.endswith(".npz"):
+        path += ".npz"
+    np.savez(path, **arrays)
+    return path
+
+
+def load_model(path):
+    """Load an estimator saved by :func:`save_model`.
+
+    Parameters
+    ----------
+    path : str or path-like
+
+    Returns
+    -------
+    estimator
+        A fitted estimator of the saved class, on the host (NumPy), ready to
+        ``predict``; ``meta_`` holds the saved extra values.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    DataError
+        If the file is not an nyhopt model file (or is from a newer version).
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"file not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            state = {key: data[key] for key in data.files}
+    except Exception as exc:
+        raise DataError(f"{path} is not an nyhopt model file (.npz): {exc}") from None
+    if str(state.get("format", "")) != FORMAT:
+        raise DataError(f"{path} is not an nyhopt model file (no 'format' = {FORMAT!r} entry)")
+    if int(state.get("version", -1)) > VERSION:
+        raise DataError(f"{path} was written by a newer nyhopt (format version {int(state['version'])})")
+    model = _model_from_state(state)
+    model.meta_ = {k[5:]: (v.item() if v.ndim == 0 else v) for k, v in state.items() if k.startswith("meta_")}
+    return model

@@ -1,0 +1,422 @@
+"""Exact N-KRR quantities and their cotangents, shared by the exact objectives.
+
+Notation (``docs/objectives.md`` has the full derivations).  With ``n`` rows,
+:math:`K = K_{nm}`, :math:`\\tilde K = K_{mm} + \\epsilon I = L L^T`:
+
+.. math::
+    A = L^{-1} K^T\\ (m\\times n),\\quad S = A A^T,\\quad
+    M = S + n\\lambda I = C C^T,\\quad
+    B = K^T K + n\\lambda\\tilde K = L M L^T,
+
+    \\beta = M^{-1} A Y,\\quad \\alpha = B^{-1} K^T Y = L^{-T}\\beta,\\quad
+    H = K B^{-1} K^T = A^T M^{-1} A,\\quad R = Y - HY = Y - A^T\\beta .
+
+Every cotangent on :math:`K` produced here has the form
+:math:`G_{nm} = A^T W + \\sum_k P_k Q_k^T` with :math:`W` (m x m) and thin
+:math:`P_k` (n x p): because :math:`K = A^T L^T`, a product :math:`K V`
+is :math:`A^T (L^T V)`.  :class:`CotangentBuilder` accumulates :math:`W`,
+the thin pairs, :math:`G_{mm}` and :math:`g_\\lambda`, and forms
+:math:`G_{nm}` with a single ``n x m x m`` product at the end.
+
+Cost: one ``n x m`` kernel matrix, one triangular solve for :math:`A`
+(:math:`n m^2`), one Gram product :math:`S` (:math:`n m^2`), one product
+:math:`A^T W` for the gradient (:math:`n m^2`); everything else is
+:math:`O(m^3 + n m p)`.  Memory: :math:`K` is overwritten by :math:`A`, so
+at most two ``n x m`` arrays exist (:math:`A` and :math:`G_{nm}`).
+
+Precision: ``n x m`` arrays keep the data dtype; everything ``m x m``
+(:math:`L`, :math:`S`, :math:`C`, :math:`W`, :math:`G_{mm}`) and all
+reductions are float64.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..backend import is_cupy_namespace
+from ..ops import kernel_matrix
+from ._base import Cotangents, KernelCotangent, jitter
+
+__all__ = [
+    "Factors",
+    "factorize",
+    "Fit",
+    "fit",
+    "CotangentBuilder",
+    "tri_solve",
+    "cho_solve",
+    "trace_hat",
+    "trace_nystrom",
+    "trace_knn",
+    "logdet_M",
+    "kmm_factor",
+    "sym",
+]
+
+
+# -- small linear algebra (NumPy via SciPy, CuPy via cupyx; imported lazily) -------------
+def _scipy_linalg(xp):
+    if is_cupy_namespace(xp):
+        import cupyx.scipy.linalg as sla  # needs the CUDA libraries: only on GPU paths
+    else:
+        import scipy.linalg as sla
+    return sla
+
+
+def cholesky(a, xp, what="K_mm + jitter*I"):
+    """Lower Cholesky factor of the symmetric positive definite ``a``."""
+    try:
+        if is_cupy_namespace(xp):
+            L = xp.linalg.cholesky(a)
+            if not bool(xp.all(xp.isfinite(L))):
+                raise np.linalg.LinAlgError("non-finite Cholesky factor")
+            return L
+        return _scipy_linalg(xp).cholesky(a, lower=True, check_finite=False)
+    except np.linalg.LinAlgError as exc:
+        raise np.linalg.LinAlgError(
+            f"{what} is not numerically positive definite (duplicate centers or a very large "
+            f"lengthscale?): {exc}"
+        ) from exc
+
+
+def tri_solve(L, b, xp, trans=False, overwrite=False):
+    """``L^{-1} b`` (or ``L^{-T} b`` when ``trans``) for lower-triangular ``L``."""
+    sla = _scipy_linalg(xp)
+    if is_cupy_namespace(xp):
+        return sla.solve_triangular(L, b, trans=1 if trans else 0, lower=True, overwrite_b=overwrite)
+    return sla.solve_triangular(L, b, trans=1 if trans else 0, lower=True, overwrite_b=overwrite, check_finite=False)
+
+
+def cho_solve(C, b, xp):
+    """``(C C^T)^{-1} b`` from the lower Cholesky factor ``C``."""
+    return tri_solve(C, tri_solve(C, b, xp), xp, trans=True)
+
+
+def add_outer(G, P, Q, xp):
+    """``G += P @ Q.T`` in place (``G`` (n, m) C-contiguous, ``P`` (n, r), ``Q`` (m, r)).
+
+    On the CPU this is one BLAS ``gemm`` with ``beta = 1`` writing into ``G``
+    (no ``n x m`` temporary).
+    """
+    if is_cupy_namespace(xp) or not G.flags.c_contiguous:
+        G += P @ Q.T.astype(G.dtype)
+        return G
+    from scipy.linalg import blas
+
+    gemm = blas.get_blas_funcs("gemm", (G,))
+    # Column-major view: G.T (m, n) += Q (m, r) @ P.T (r, n).
+    out = gemm(1.0, xp.asarray(Q, dtype=G.dtype), xp.asarray(P, dtype=G.dtype), beta=1.0, c=G.T,
+               trans_b=1, overwrite_c=1)
+    if not np.shares_memory(out, G):  # pragma: no cover - BLAS wrapper copied c
+        G[...] = out.T
+    return G
+
+
+def sym(a):
+    """Symmetric part ``(a + a^T) / 2``."""
+    return 0.5 * (a + a.T)
+
+
+def _sumsq(a, xp):
+    """``sum(a**2)`` accumulated in float64 (a Python float)."""
+    a64 = a if a.dtype == xp.float64 else a.astype(xp.float64)
+    return float(xp.vdot(a64.ravel(), a64.ravel()).real) if a64.flags.c_contiguous else float((a64 * a64).sum())
+
+
+# -- the factorization -------------------------------------------------------------------------
+class Factors(NamedTuple):
+    """Stable factorization of the N-KRR system for one row set.
+
+    Attributes
+    ----------
+    At : array (n, m), data dtype
+        :math:`A^T = K L^{-T}` (C-contiguous).
+    L : array (m, m), float64
+        Lower Cholesky factor of :math:`K_{mm} + \\epsilon I`.
+    S : array (m, m), float64
+        :math:`A A^T = L^{-1} K^T K L^{-T}`.
+    C : array (m, m), float64
+        Lower Cholesky factor of :math:`M = S + n\\lambda I`.
+    n_lam : float
+        :math:`n \\lambda` with ``n`` the number of rows.
+    n : int
+    """
+
+    At: object
+    L: object
+    S: object
+    C: object
+    n_lam: float
+    n: int
+
+
+def kmm_factor(kernel, Z, xp):
+    """``L = chol(k(Z, Z) + eps I)`` in float64 (``eps`` from the dtype of ``Z``)."""
+    Kmm = kernel_matrix(kernel, Z).astype(xp.float64)
+    idx = xp.arange(Kmm.shape[0])
+    Kmm[idx, idx] += jitter(Z.dtype)
+    return cholesky(Kmm, xp)
+
+
+def factorize(kernel, X, Z, penalty, xp, L=None):
+    """Factorize :math:`B = K^T K + n\\lambda(K_{mm} + \\epsilon I)` for the rows ``X``.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : array (n, d)
+    Z : array (m, d), dtype of ``X``
+    penalty : float
+    xp : module
+    L : array (m, m), optional
+        Cholesky factor of :math:`K_{mm} + \\epsilon I` if already known.
+
+    Returns
+    -------
+    Factors
+    """
+    n = X.shape[0]
+    if L is None:
+        L = kmm_factor(kernel, Z, xp)
+    K = kernel_matrix(kernel, X, Z)  # (n, m) C-contiguous, ours: overwritten by A^T
+    Ld = L if K.dtype == xp.float64 else L.astype(K.dtype)
+    # A = L^{-1} K^T: K.T is the column-major (m, n) view of K, solved in place.
+    A = tri_solve(Ld, K.T, xp, overwrite=True)
+    At = A.T
+    if not At.flags.c_contiguous:  # pragma: no cover - only if the solver copied
+        At = xp.ascontiguousarray(At)
+    S = (At.T @ At).astype(xp.float64)
+    S = sym(S)
+    n_lam = float(n * penalty)
+    M = S.copy()
+    idx = xp.arange(M.shape[0])
+    M[idx, idx] += n_lam
+    C = cholesky(M, xp, what="A A^T + n*lam*I")
+    return Factors(At, L, S, C, n_lam, n)
+
+
+class Fit(NamedTuple):
+    """Fitted N-KRR quantities for targets ``Y`` (n, p).
+
+    Attributes
+    ----------
+    AY : (m, p) float64, :math:`A Y`
+    beta : (m, p) float64, :math:`M^{-1} A Y`
+    alpha : (m, p) float64, :math:`L^{-T}\\beta` (the N-KRR coefficients)
+    R : (n, p) data dtype, :math:`Y - A^T\\beta`
+    rss : float, :math:`\\|R\\|_F^2`
+    fit : float, :math:`F = \\|R\\|_F^2 + n\\lambda\\|\\beta\\|_F^2 = \\mathrm{Tr}\\,Y^T(I-H)Y`
+    """
+
+    AY: object
+    beta: object
+    alpha: object
+    R: object
+    rss: float
+    fit: float
+
+
+def fit(fac: Factors, Y, xp) -> Fit:
+    """Coefficients and residuals of N-KRR on the factorized rows."""
+    At = fac.At
+    AY = (At.T @ Y).astype(xp.float64)
+    beta = cho_solve(fac.C, AY, xp)
+    alpha = tri_solve(fac.L, beta, xp, trans=True)
+    R = Y - At @ beta.astype(At.dtype)
+    rss = _sumsq(R, xp)
+    return Fit(AY, beta, alpha, R, rss, rss + fac.n_lam * _sumsq(beta, xp))
+
+
+def trace_hat(fac: Factors, xp) -> float:
+    """:math:`D = \\mathrm{Tr}\\,H = \\mathrm{Tr}(C^{-1} S C^{-T})` (a sum of non-negative terms)."""
+    X1 = tri_solve(fac.C, fac.S, xp)
+    return float(xp.trace(tri_solve(fac.C, X1.T, xp)))
+
+
+def trace_nystrom(fac: Factors, xp) -> float:
+    """:math:`\\mathrm{Tr}(K \\tilde K^{-1} K^T) = \\mathrm{Tr}\\,S = \\|A\\|_F^2`."""
+    return float(xp.trace(fac.S))
+
+
+def trace_knn(kernel, X, xp) -> float:
+    """:math:`\\mathrm{Tr}\\,K_{nn} = \\sum_i k(x_i, x_i)`.
+
+    For the stationary kernels of nyhopt :math:`k(x, x) = \\varphi(0) = 1`
+    does not depend on the hyperparameters, so this term has no gradient.
+    """
+    return float(xp.sum(kernel.diag(X), dtype=xp.float64))
+
+
+def logdet_M(fac: Factors, xp) -> float:
+    """:math:`\\log\\det M = 2\\sum_i \\log C_{ii}`."""
+    return 2.0 * float(xp.sum(xp.log(xp.diagonal(fac.C))))
+
+
+# -- cotangents -----------------------------------------------------------------------------------
+class CotangentBuilder:
+    """Accumulates :math:`G_{nm} = A^T W + \\sum_k P_k Q_k^T`, :math:`G_{mm}` and :math:`g_\\lambda`.
+
+    Each ``add_*`` method adds ``coef`` times the differential of one exact
+    quantity (see the module notes and ``docs/objectives.md``).  Rank-``p``
+    parts of :math:`W` are kept as factors, so an objective whose :math:`W`
+    is low rank (hold-out) never forms an ``n x m`` cotangent.
+
+    Parameters
+    ----------
+    fac : Factors
+    Y : array (n, p)
+        Targets of the factorized rows (data dtype).
+    fit : Fit
+        :func:`fit` of ``Y``.
+    xp : module
+    """
+
+    def __init__(self, fac: Factors, Y, fit: Fit, xp):
+        self.fac, self.Y, self.fit, self.xp = fac, Y, fit, xp
+        m = fac.L.shape[0]
+        self.W = None  # dense part of W (m, m) float64, or None
+        self.W_thin = []  # (U (m, r), V (m, r)): W += U V^T
+        self.Gmm = xp.zeros((m, m), dtype=xp.float64)
+        self.glam = 0.0
+        self.thin = []  # (P (n, r) data dtype, Q (m, r) float64): G_nm += P Q^T
+        self._cache = {}
+
+    # cached m x m helpers
+    def get(self, key):
+        """Cached ``"Linv"`` (:math:`L^{-1}`), ``"Minv"``, ``"MinvLinv"`` (:math:`M^{-1}L^{-1}`)."""
+        c, xp, fac = self._cache, self.xp, self.fac
+        if key not in c:
+            m = fac.L.shape[0]
+            if key == "Linv":
+                c[key] = tri_solve(fac.L, xp.eye(m), xp)
+            elif key == "Minv":
+                Ci = tri_solve(fac.C, xp.eye(m), xp)
+                c[key] = Ci.T @ Ci
+            elif key == "MinvLinv":
+                c[key] = self.get("Minv") @ self.get("Linv")
+            else:  # pragma: no cover
+                raise KeyError(key)
+        return c[key]
+
+    def add_W(self, W):
+        """Add a dense :math:`W` (m, m): :math:`G_{nm} \\mathrel{+}= A^T W`."""
+        self.W = W.copy() if self.W is None else self.W + W
+
+    def add_alpha_vjp(self, Vw, coef=1.0):
+        """Add ``coef * <V, d alpha>`` given the *whitened* ``Vw = L^{-1} V`` (m, p).
+
+        With :math:`t = M^{-1} V_w` and :math:`q = L^{-T} t = B^{-1} V`:
+        :math:`G_{nm} \\mathrel{+}= Y q^T - A^T(\\beta q^T + t\\alpha^T)`,
+        :math:`G_{mm} \\mathrel{-}= n\\lambda\\,\\mathrm{sym}(q\\alpha^T)`,
+        :math:`g_\\lambda \\mathrel{-}= n\\,\\mathrm{Tr}(t^T\\beta)`  (all times ``coef``).
+        """
+        fac, xp, f = self.fac, self.xp, self.fit
+        t = cho_solve(fac.C, Vw, xp)
+        q = tri_solve(fac.L, t, xp, trans=True)
+        self.thin.append((self.Y, coef * q))
+        self.W_thin.append((f.beta, -coef * q))
+        self.W_thin.append((t, -coef * f.alpha))
+        self.Gmm -= coef * fac.n_lam * sym(q @ f.alpha.T)
+        self.glam -= coef * fac.n * float(xp.sum(t * f.beta))
+
+    def add_hat_quadratic(self, Pl, coef=1.0, APl=None):
+        """Add ``coef * Tr(Pl^T dH Y)`` for a fixed ``Pl`` (n, p).
+
+        :math:`dH\\,Y = dK\\,\\alpha + K\\,d\\alpha`, so this is the direct term
+        :math:`G_{nm} \\mathrel{+}= P_l\\alpha^T` plus the alpha-VJP with
+        :math:`V_w = L^{-1}K^T P_l = A P_l` (pass ``APl`` when it is known).
+        """
+        self.thin.append((Pl, coef * self.fit.alpha))
+        if APl is None:
+            APl = (self.fac.At.T @ Pl).astype(self.xp.float64)
+        self.add_alpha_vjp(APl, coef)
+
+    def add_fit(self, coef=1.0):
+        """Add ``coef * dF`` for the penalized fit :math:`F = \\mathrm{Tr}\\,Y^T(I-H)Y`.
+
+        :math:`G_{nm} = -2R\\alpha^T = -2Y\\alpha^T + 2A^T\\beta\\alpha^T`,
+        :math:`G_{mm} = n\\lambda\\alpha\\alpha^T`, :math:`g_\\lambda = n\\|\\beta\\|_F^2`.
+        """
+        fac, xp, f = self.fac, self.xp, self.fit
+        self.thin.append((self.Y, -2.0 * coef * f.alpha))
+        self.W_thin.append((f.beta, 2.0 * coef * f.alpha))
+        self.Gmm += coef * fac.n_lam * (f.alpha @ f.alpha.T)
+        self.glam += coef * fac.n * float(xp.sum(f.beta * f.beta))
+
+    def add_rss(self, coef=1.0):
+        """Add ``coef * d||R||^2`` (:math:`d\\|R\\|^2 = -2\\,\\mathrm{Tr}(R^T dH\\,Y)`)."""
+        # A R = A Y - S beta = n lam beta (from M beta = A Y): no pass over A.
+        self.add_hat_quadratic(self.fit.R, -2.0 * coef, APl=self.fac.n_lam * self.fit.beta)
+
+    def add_trace_hat(self, coef=1.0):
+        """Add ``coef * dD`` for :math:`D = \\mathrm{Tr}\\,H`.
+
+        :math:`G_{nm} = 2n\\lambda A^T M^{-2} L^{-1}`,
+        :math:`G_{mm} = -n\\lambda L^{-T} M^{-1} S M^{-1} L^{-1}`,
+        :math:`g_\\lambda = -n\\,\\mathrm{Tr}(M^{-2} S)`.
+        """
+        fac, xp = self.fac, self.xp
+        Minv, Linv, MinvLinv = self.get("Minv"), self.get("Linv"), self.get("MinvLinv")
+        self.add_W((2.0 * coef * fac.n_lam) * (Minv @ MinvLinv))
+        MSM = Minv @ fac.S @ Minv
+        self.Gmm -= (coef * fac.n_lam) * sym(Linv.T @ MSM @ Linv)
+        self.glam -= coef * fac.n * float(xp.trace(MSM))
+
+    def add_trace_nystrom(self, coef=1.0):
+        """Add ``coef * dQ`` for :math:`Q = \\mathrm{Tr}(K\\tilde K^{-1}K^T) = \\mathrm{Tr}\\,S`.
+
+        :math:`G_{nm} = 2A^T L^{-1}`, :math:`G_{mm} = -L^{-T} S L^{-1}`, :math:`g_\\lambda = 0`.
+        """
+        Linv = self.get("Linv")
+        self.add_W((2.0 * coef) * Linv)
+        self.Gmm -= coef * sym(Linv.T @ self.fac.S @ Linv)
+
+    def add_logdet_M(self, coef=1.0):
+        """Add ``coef * d log det M`` (:math:`\\log\\det M = \\log\\det B - \\log\\det\\tilde K`).
+
+        :math:`G_{nm} = 2A^T M^{-1} L^{-1}`,
+        :math:`G_{mm} = n\\lambda L^{-T}M^{-1}L^{-1} - L^{-T}L^{-1}`,
+        :math:`g_\\lambda = n\\,\\mathrm{Tr}\\,M^{-1}`.
+        """
+        fac, xp = self.fac, self.xp
+        Linv, Minv, MinvLinv = self.get("Linv"), self.get("Minv"), self.get("MinvLinv")
+        self.add_W((2.0 * coef) * MinvLinv)
+        self.Gmm += coef * sym(fac.n_lam * (Linv.T @ MinvLinv) - Linv.T @ Linv)
+        self.glam += coef * fac.n * float(xp.trace(Minv))
+
+    def add_penalty(self, g):
+        """Add a direct partial derivative with respect to :math:`\\lambda`."""
+        self.glam += float(g)
+
+    def dense_W(self):
+        """:math:`W` with its thin parts folded in (m, m) float64, or None when zero."""
+        W = self.W
+        for U, V in self.W_thin:
+            W = U @ V.T if W is None else W + U @ V.T
+        return W
+
+    def cotangent_nm(self, X):
+        """The :class:`KernelCotangent` of :math:`K = k(X, Z)` for these rows.
+
+        Dense (one ``n x m x m`` product) when :math:`W` has a dense part,
+        otherwise low rank :math:`[P_k \\mid A^T U_j][Q_k \\mid V_j]^T`.
+        """
+        xp, At = self.xp, self.fac.At
+        if self.W is None:
+            Ps = [P for P, _ in self.thin] + [At @ U.astype(At.dtype) for U, _ in self.W_thin]
+            Qs = [Q for _, Q in self.thin] + [V for _, V in self.W_thin]
+            P = xp.concatenate([xp.asarray(P, dtype=At.dtype) for P in Ps], axis=1)
+            Q = xp.concatenate([xp.asarray(Q, dtype=At.dtype) for Q in Qs], axis=1)
+            return KernelCotangent(X, P=P, Q=Q)
+        G = At @ self.dense_W().astype(At.dtype)
+        if self.thin:
+            P = xp.concatenate([xp.asarray(P, dtype=At.dtype) for P, _ in self.thin], axis=1)
+            Q = xp.concatenate([xp.asarray(Q, dtype=At.dtype) for _, Q in self.thin], axis=1)
+            add_outer(G, P, Q, xp)
+        return KernelCotangent(X, G=G)
+
+    def cotangents(self, X, extra_nm=()):
+        """Finish: a :class:`~nyhopt.objectives._base.Cotangents` for rows ``X``."""
+        nm = (self.cotangent_nm(X),) + tuple(extra_nm)
+        return Cotangents(nm=nm, mm=sym(self.Gmm), penalty=self.glam)

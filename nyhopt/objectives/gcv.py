@@ -1,0 +1,84 @@
+"""Generalized cross-validation (``"gcv"``).
+
+Definition (MATH.md, objective 3), with :math:`R = (I-H)Y` and
+:math:`D = \\mathrm{Tr}\\,H`:
+
+.. math::
+    \\mathcal{L}_{\\rm GCV} = \\frac{1}{np}\\,
+        \\frac{\\|(I-H)Y\\|_F^2}{\\big(\\tfrac1n\\mathrm{Tr}(I-H)\\big)^2}
+      = \\frac{n\\,\\|R\\|_F^2}{p\\,(n-D)^2}.
+
+Named terms (they add up to the value): ``data_fit`` = :math:`\\|R\\|_F^2/(np)`
+(the training error) and ``complexity`` =
+:math:`\\|R\\|_F^2/(np)\\,\\big((n/(n-D))^2 - 1\\big)`, the inflation due to
+the effective dimension.
+
+Gradient.
+
+.. math::
+    d\\mathcal{L} = \\frac{n}{p(n-D)^2}\\,d\\|R\\|_F^2
+                 + \\frac{2n\\|R\\|_F^2}{p(n-D)^3}\\,dD .
+
+:math:`dD` is as in :mod:`nyhopt.objectives.prop`.  For the residual norm,
+:math:`d\\|R\\|^2 = -2\\,\\mathrm{Tr}(R^T dH\\,Y)`, and for any fixed
+:math:`P` (n x p), with :math:`g = B^{-1}K^T P`,
+
+.. math::
+    \\mathrm{Tr}(P^T dH\\,Y) = \\langle (P - Kg)\\alpha^T + R g^T, dK\\rangle
+        - n\\lambda\\,\\langle g\\alpha^T, d\\tilde K\\rangle
+        - n\\,\\mathrm{Tr}(g^T\\tilde K\\alpha)\\,d\\lambda ,
+
+(from :math:`dH = dK\\,B^{-1}K^T + KB^{-1}dK^T - KB^{-1}dB\\,B^{-1}K^T` and
+:math:`dB = dK^TK + K^TdK + n\\,d\\lambda\\,\\tilde K + n\\lambda\\,d\\tilde K`).
+For :math:`P = R`, :math:`AR = n\\lambda\\beta`, so
+:math:`g = n\\lambda L^{-T}M^{-1}\\beta` costs only :math:`O(m^2p)`.
+"""
+from __future__ import annotations
+
+from ._base import Evaluation, Objective
+from ._exact import CotangentBuilder, factorize, fit, trace_hat
+
+__all__ = ["GCV"]
+
+
+class GCV(Objective):
+    """Exact generalized cross-validation.
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+    y : array of shape (n,) or (n, p)
+    kernel : str or Kernel, default "gaussian"
+    noise_variance : float, default 1.0
+        Accepted for a uniform interface (GCV does not use it).
+    random_state : None
+        Accepted for a uniform interface.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(50, 2)); y = np.sin(X[:, 0])
+    >>> obj = nh.make_objective("gcv", X, y)
+    >>> params = nh.Params.from_natural(1e-3, 1.0, X[:10])
+    >>> sorted(obj.terms(params))
+    ['complexity', 'data_fit']
+    """
+
+    name = "gcv"
+
+    def _evaluate(self, ctx):
+        xp, n, p = self.xp, self.n, self.p
+        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp)
+        f = fit(fac, self.Y, xp)
+        D = trace_hat(fac, xp)
+        ratio = n / (n - D)
+        data_fit = f.rss / (n * p)
+        terms = {"data_fit": data_fit, "complexity": data_fit * (ratio * ratio - 1.0)}
+        if not ctx.need_grad:
+            return Evaluation(terms)
+        b = CotangentBuilder(fac, self.Y, f, xp)
+        b.add_rss(n / (p * (n - D) ** 2))
+        b.add_trace_hat(2.0 * n * f.rss / (p * (n - D) ** 3))
+        return Evaluation(terms, b.cotangents(self.X))

@@ -1,0 +1,110 @@
+"""Exact leave-one-out cross-validation (``"loocv"``).
+
+Definition (MATH.md, objective 2).  For a linear smoother the leave-one-out
+residual of row :math:`i` is :math:`R_i/(1-h_i)` with :math:`R = (I-H)Y`
+and the leverages :math:`h = \\mathrm{diag}(H)`:
+
+.. math::
+    \\mathcal{L}_{\\rm LOOCV} = \\frac{1}{np}\\sum_{i=1}^n
+        \\frac{\\|R_{i\\cdot}\\|^2}{(1-h_i)^2}.
+
+The leverages come from :math:`V = C^{-1}A` (m x n, one more triangular
+solve): :math:`H = A^TM^{-1}A = V^TV`, so :math:`h_i = \\|V_{\\cdot i}\\|^2`
+(and :math:`0 \\le h_i < 1` because :math:`n\\lambda > 0`).
+
+Named terms: ``data_fit`` = :math:`\\|R\\|_F^2/(np)` and ``leverage`` =
+:math:`\\frac{1}{np}\\sum_i \\|R_i\\|^2\\,h_i(2-h_i)/(1-h_i)^2`.
+
+Gradient.  With :math:`w_i = (1-h_i)^{-2}`, :math:`u_i = \\|R_i\\|^2(1-h_i)^{-3}`
+and :math:`c = 1/(np)`,
+
+.. math::
+    d\\mathcal{L} = -2c\\,\\mathrm{Tr}\\big((wR)^T dH\\,Y\\big)
+                 + 2c\\,\\mathrm{Tr}(U\\,dH),\\qquad U = \\mathrm{diag}(u).
+
+The first term is the quadratic form of :mod:`nyhopt.objectives.gcv` with
+:math:`P = \\mathrm{diag}(w)R`.  For the second, with
+:math:`\\Phi = B^{-1}K^TUKB^{-1}`,
+
+.. math::
+    \\mathrm{Tr}(U\\,dH) = 2\\langle UKB^{-1} - K\\Phi, dK\\rangle
+        - n\\lambda\\langle\\Phi, d\\tilde K\\rangle
+        - n\\,\\mathrm{Tr}(\\Phi\\tilde K)\\,d\\lambda ,
+
+and in factored form, with :math:`\\Psi = VUV^T` and :math:`X_1 = C^{-1}L^{-1}`:
+:math:`UKB^{-1} = U V^T X_1`, :math:`K\\Phi = A^TC^{-T}\\Psi X_1`,
+:math:`\\Phi = X_1^T\\Psi X_1`, :math:`\\mathrm{Tr}(\\Phi\\tilde K) =
+\\mathrm{Tr}(C^{-T}\\Psi C^{-1})` (since :math:`X_1L = C^{-1}`).  Cost: three more ``n x m x m`` products than
+:mod:`nyhopt.objectives.prop` (:math:`V`, :math:`\\Psi`, :math:`UV^TX_1`).
+"""
+from __future__ import annotations
+
+from ._base import Evaluation, Objective
+from ._exact import CotangentBuilder, factorize, fit, sym, tri_solve
+
+__all__ = ["LOOCV"]
+
+
+class LOOCV(Objective):
+    """Exact leave-one-out cross-validation error.
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+    y : array of shape (n,) or (n, p)
+    kernel : str or Kernel, default "gaussian"
+    noise_variance : float, default 1.0
+        Accepted for a uniform interface (LOOCV does not use it).
+    random_state : None
+        Accepted for a uniform interface.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(50, 2)); y = np.sin(X[:, 0])
+    >>> obj = nh.make_objective("loocv", X, y)
+    >>> params = nh.Params.from_natural(1e-3, 1.0, X[:10])
+    >>> sorted(obj.terms(params))
+    ['data_fit', 'leverage']
+    """
+
+    name = "loocv"
+
+    def _evaluate(self, ctx):
+        xp, n, p = self.xp, self.n, self.p
+        f64 = xp.float64
+        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp)
+        f = fit(fac, self.Y, xp)
+        At = fac.At
+        Vt = tri_solve(fac.C.astype(At.dtype, copy=False), At.T, xp).T  # (n, m): V^T, V = C^{-1} A
+        h = xp.einsum("ij,ij->i", Vt, Vt).astype(f64)
+        one_minus_h = 1.0 - h
+        r2 = xp.einsum("ij,ij->i", f.R, f.R).astype(f64)
+        c = 1.0 / (n * p)
+        terms = {
+            "data_fit": f.rss * c,
+            "leverage": float(xp.sum(r2 * (h * (2.0 - h)) / one_minus_h**2)) * c,
+        }
+        if not ctx.need_grad:
+            return Evaluation(terms)
+        w = 1.0 / one_minus_h**2
+        u = r2 / one_minus_h**3
+        b = CotangentBuilder(fac, self.Y, f, xp)
+        b.add_hat_quadratic(f.R * w[:, None].astype(f.R.dtype), -2.0 * c)
+        # 2c Tr(U dH)
+        Psi = sym((Vt.T @ (Vt * u[:, None].astype(Vt.dtype))).astype(f64))
+        X1 = tri_solve(fac.C, b.get("Linv"), xp)
+        PsiX1 = Psi @ X1
+        b.add_W((-4.0 * c) * tri_solve(fac.C, PsiX1, xp, trans=True))
+        b.Gmm -= (2.0 * c * fac.n_lam) * sym(X1.T @ PsiX1)
+        Ci = tri_solve(fac.C, xp.eye(fac.C.shape[0]), xp)
+        b.add_penalty(-2.0 * c * n * float(xp.sum(Psi * (Ci @ Ci.T))))
+        kc = b.cotangent_nm(self.X)
+        extra = Vt @ ((4.0 * c) * X1).astype(Vt.dtype)
+        extra *= u[:, None].astype(Vt.dtype)
+        kc.G[...] += extra
+        del extra, Vt
+        cot = b.cotangents(self.X)._replace(nm=(kc,))
+        return Evaluation(terms, cot)

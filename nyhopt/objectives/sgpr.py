@@ -1,0 +1,100 @@
+"""Titsias' sparse GP bound, SGPR (``"sgpr"``).
+
+Definition (MATH.md, objective 5).  With the Nystrom kernel
+:math:`K_{ny} = K\\tilde K^{-1}K^T = A^TA`, :math:`S_n = K_{ny} + n\\lambda I`
+and :math:`T = \\mathrm{Tr}(K_{nn} - K_{ny})`:
+
+.. math::
+    \\mathcal{L}_{\\rm SGPR} = \\frac{1}{np}\\Big[p\\log\\det S_n
+        + \\mathrm{Tr}(Y^TS_n^{-1}Y) + \\frac{p\\,T}{n\\lambda}\\Big].
+
+Computed with the m x m factorization: by the determinant lemma
+:math:`\\log\\det S_n = \\log\\det M + (n-m)\\log(n\\lambda)` with
+:math:`M = AA^T + n\\lambda I`, and by Woodbury
+:math:`S_n^{-1} = (I - H)/(n\\lambda)`, so
+:math:`\\mathrm{Tr}(Y^TS_n^{-1}Y) = F/(n\\lambda)` with the penalized fit
+:math:`F`.
+
+Named terms: ``log_det`` = :math:`\\log\\det S_n/n`, ``data_fit`` =
+:math:`F/(n^2p\\lambda)`, ``trace`` = :math:`T/(n^2\\lambda)`.
+
+Gradient.  :math:`\\log\\det M = \\log\\det B - \\log\\det\\tilde K` with
+:math:`B = LML^T`, hence
+
+.. math::
+    d\\log\\det M = 2\\langle KB^{-1}, dK\\rangle
+        + \\langle n\\lambda B^{-1} - \\tilde K^{-1}, d\\tilde K\\rangle
+        + n\\,\\mathrm{Tr}(B^{-1}\\tilde K)\\,d\\lambda ,
+
+i.e. :math:`G_{nm} = 2A^TM^{-1}L^{-1}`, :math:`G_{mm} =
+n\\lambda L^{-T}M^{-1}L^{-1} - L^{-T}L^{-1}`, :math:`g_\\lambda =
+n\\,\\mathrm{Tr}\\,M^{-1}`.  Then
+
+.. math::
+    d\\mathcal{L} = \\frac1n d\\log\\det M + \\frac{n-m}{n\\lambda}d\\lambda
+      + \\frac{dF}{n^2p\\lambda} - \\frac{F}{n^2p\\lambda^2}d\\lambda
+      - \\frac{dQ}{n^2\\lambda} - \\frac{T}{n^2\\lambda^2}d\\lambda ,
+
+with :math:`dF`, :math:`dQ` (:math:`Q = \\mathrm{Tr}\\,K_{ny}`, :math:`dT = -dQ`)
+as in :mod:`nyhopt.objectives.prop`.
+"""
+from __future__ import annotations
+
+import math
+
+from ._base import Evaluation, Objective
+from ._exact import CotangentBuilder, factorize, fit, logdet_M, trace_knn, trace_nystrom
+
+__all__ = ["SGPR"]
+
+
+class SGPR(Objective):
+    """Exact SGPR objective (Titsias' collapsed bound, negated and divided by np).
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+    y : array of shape (n,) or (n, p)
+    kernel : str or Kernel, default "gaussian"
+    noise_variance : float, default 1.0
+        Accepted for a uniform interface (the noise variance of SGPR is
+        :math:`n\\lambda`).
+    random_state : None
+        Accepted for a uniform interface.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(50, 2)); y = np.sin(X[:, 0])
+    >>> obj = nh.make_objective("sgpr", X, y)
+    >>> params = nh.Params.from_natural(1e-3, 1.0, X[:10])
+    >>> sorted(obj.terms(params))
+    ['data_fit', 'log_det', 'trace']
+    """
+
+    name = "sgpr"
+
+    def _evaluate(self, ctx):
+        xp, n, p, lam = self.xp, self.n, self.p, ctx.penalty
+        fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp)
+        m = fac.L.shape[0]
+        f = fit(fac, self.Y, xp)
+        T = trace_knn(ctx.kernel, self.X, xp) - trace_nystrom(fac, xp)
+        nl = fac.n_lam
+        terms = {
+            "log_det": (logdet_M(fac, xp) + (n - m) * math.log(nl)) / n,
+            "data_fit": f.fit / (n * p * nl),
+            "trace": T / (n * nl),
+        }
+        if not ctx.need_grad:
+            return Evaluation(terms)
+        b = CotangentBuilder(fac, self.Y, f, xp)
+        b.add_logdet_M(1.0 / n)
+        b.add_penalty((n - m) / (n * lam))
+        b.add_fit(1.0 / (n * p * nl))
+        b.add_penalty(-f.fit / (n * p * nl * lam))
+        b.add_trace_nystrom(-1.0 / (n * nl))
+        b.add_penalty(-T / (n * nl * lam))
+        return Evaluation(terms, b.cotangents(self.X))

@@ -1,0 +1,498 @@
+r"""Stochastic L_Prop: the proposed objective without :math:`O(n m^2)` work.
+
+The exact objective (:mod:`nyhopt.objectives.prop`) is
+
+.. math::
+    \mathcal L = \frac{2}{np}\Big[p\,s^2 D + F\big(1 + T/\kappa\big)\Big],
+    \qquad \kappa = n^2\lambda \text{ ("released") or } n\lambda \text{ ("paper")},
+
+with :math:`D = \operatorname{Tr} H`, :math:`H = K_{nm} B^{-1} K_{nm}^T`,
+:math:`B = K_{nm}^T K_{nm} + n\lambda K_{mm}`, the penalized data fit
+:math:`F = \operatorname{Tr}(Y^T (I - H) Y)` and
+:math:`T = \operatorname{Tr}(K_{nn} - K_{nm} K_{mm}^{-1} K_{mn})`.
+Here every term is estimated from quantities that cost :math:`O(n m k)`
+(``docs/stochastic.md`` has the derivation and the measured accuracy).
+
+Estimator
+---------
+Let :math:`V` (n x k) be fixed probe vectors with weights :math:`w`
+(:mod:`nyhopt.objectives._trace`: Hutchinson by default, Hutch++ as an
+option), :math:`W = [V \mid Y]` and :math:`c = n\lambda`.  One multi
+right-hand-side Falkon solve gives :math:`a \approx B^{-1} K_{nm}^T W` and
+one product :math:`u = K_{nm} a`.  For each column the quadratic form
+:math:`w_j^T H w_j` is estimated in *energy form*
+
+.. math:: q_j = 2\, w_j^T u_j - \|u_j\|^2 - c\, a_j^T K_{mm} a_j ,
+
+which equals :math:`w_j^T H w_j` at the exact solution and errs by
+:math:`-\|a_j - a_j^\star\|_B^2` otherwise (second order in the solver
+error; the *plain* form :math:`w_j^T u_j` of the paper errs to first
+order and is available with ``value_form="plain"``).  Then
+
+.. math::
+    D \approx \sum_{j \le k} \mathrm w_j q_j, \qquad
+    F \approx \sum_c \|y_c - u_c\|^2 + c\, a_c^T K_{mm} a_c
+      \;(= \|Y\|^2 - \textstyle\sum_c q_c),
+
+and :math:`T` by row sampling on :math:`q` rows :math:`\mathcal Q`
+(default :math:`q = \min(n, \max(m, 1000))`), with
+:math:`\tilde K_{mm} = K_{mm} + \epsilon I = L L^T`,
+
+.. math::
+    T \approx \frac nq \sum_{i\in\mathcal Q}
+        \big(k(x_i, x_i) - \|L^{-1} k(Z, x_i)\|^2\big),
+
+or, as an option, by Hutchinson on :math:`\operatorname{Tr} K_{nm}\tilde K_{mm}^{-1}K_{mn}`
+with the same probes.
+
+Gradient
+--------
+A quadratic form is a maximum, :math:`w^T H w = \max_a 2 w^T K_{nm} a - a^T B a`,
+so its derivative is the partial derivative at the maximizer.  Written in
+the whitened coordinates :math:`b = T a`, with Falkon's Cholesky factor
+:math:`T^T T = K_{mm} + \epsilon m I`, :math:`\Phi = K_{nm} T^{-1}`,
+:math:`q_j = 2 w_j^T\Phi b_j - \|\Phi b_j\|^2 - c\|b_j\|^2` and, at fixed
+:math:`b_j`,
+
+.. math::
+    dq_j = \big\langle 2 (w_j - u_j) a_j^T, dK_{nm}\big\rangle
+           - 2\, \hat s_j^T\, dT\, a_j - dc\, \|b_j\|^2,
+    \qquad \hat s_j = T^{-T} K_{nm}^T (w_j - u_j).
+
+At the exact solution :math:`\hat s_j = c\, b_j` and this is the textbook
+:math:`\langle 2(w_j - u_j)a_j^T, dK_{nm}\rangle - c\,a_j^T dK_{mm} a_j -
+dc\, a_j^T K_{mm} a_j` (available as ``gradient="direct"``).  Away from it
+the two differ to first order in the solver error, and the whitened one is
+far less sensitive: with an ill-conditioned :math:`K_{mm}` the error of
+:math:`a` is amplified by :math:`T^{-1}` in directions where
+:math:`dK_{nm}` is not small, while :math:`b` is what CG controls
+(measured in ``docs/stochastic.md``: the same gradient accuracy at a 10-30
+times looser tolerance).  It costs one more pass
+(:func:`~nyhopt.ops.normal_matvec` gives :math:`K_{nm}^T K_{nm} a` and
+:math:`K_{nm}^T W` together).
+
+With :math:`\beta_j = 2 s^2 \mathrm w_j / n` for probe columns and
+:math:`\beta_c = -2 g / (np)`, :math:`g = 1 + T/\kappa`, for target
+columns, every :math:`K_{nm}` term is one low-rank cotangent
+:math:`G_{nm} = P Q^T` with :math:`P = 2 (W - u)\operatorname{diag}(\beta)`
+and :math:`Q = a` (one adjoint pass); the cotangent
+:math:`-2\sum_j\beta_j \hat s_j a_j^T` on :math:`T` becomes one on
+:math:`K_{mm}` through the Cholesky adjoint (:func:`cholesky_adjoint`).
+The trace gap lives on the small :math:`q \times m` block
+:math:`k(X_{\mathcal Q}, Z)`: with :math:`\Gamma = \tilde K_{mm}^{-1}
+K_{m\mathcal Q}` and :math:`\gamma_T = 2F/(np\kappa)`,
+:math:`G_{\mathcal Q m} = -2\gamma_T (n/q)\Gamma^T` and
+:math:`G_{mm} \mathrel{+}= \gamma_T (n/q) \Gamma\Gamma^T`.  The penalty
+gets :math:`g_\lambda = -n\sum_j \beta_j \|b_j\|^2 - 2FT/(np\kappa\lambda)`.
+
+Cost per step: the Falkon solve (one pass over the ``n x m`` kernel per CG
+iteration, plus one for the right-hand side, shared with the initial
+residual on a warm start), one pass for :math:`u` (:func:`~nyhopt.ops.kmv`),
+one for :math:`\hat s` and one adjoint pass
+(:func:`~nyhopt.ops.adjoint_lowrank`), plus :math:`O(q m^2 + m^3)`.
+Memory: :math:`O(n(k + p) + m^2)` beyond the data, never ``n x m``.
+
+Inside the solve :math:`K_{mm}` is Falkon's :math:`T^T T = K_{mm} + \epsilon m I`
+(see :mod:`nyhopt.solvers.falkon`); the energy form and the gradient use
+the same matrix, so that they are stationary at the solver's solution.
+The trace gap uses :math:`\tilde K_{mm} = K_{mm} + \epsilon I` like ``prop``.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+
+from ..ops import kernel_matrix, kmtv, kmv, normal_matvec
+from ..solvers import jitter
+from ..solvers._linalg import add_to_diagonal, cholesky_upper, solve_triangular
+from ..solvers.falkon import ConvergenceWarning, FalkonPreconditioner, falkon_solve
+from ._base import Cotangents, Evaluation, KernelCotangent, Objective
+from ._trace import (
+    PROBE_KINDS,
+    TraceProbes,
+    as_generator,
+    draw_probes,
+    hutchinson_probes,
+    hutchpp_probes,
+)
+
+__all__ = ["StochasticProp", "SolveRecord", "DEFAULT_TOL", "DEFAULT_MAXITER"]
+
+#: Default relative residual tolerance of the Falkon solve (see docs/stochastic.md).
+DEFAULT_TOL = 1e-3
+#: Default maximal number of CG iterations per step.
+DEFAULT_MAXITER = 100
+
+_NORMALIZATIONS = ("released", "paper")
+_TRACE_ESTIMATORS = ("rows", "hutchinson")
+_DEFF_ESTIMATORS = ("hutchinson", "hutch++")
+_VALUE_FORMS = ("energy", "plain")
+_GRADIENT_FORMS = ("whitened", "direct")
+
+
+class SolveRecord(NamedTuple):
+    """What the Falkon solve of the last evaluation did.
+
+    Attributes
+    ----------
+    iterations : int
+        CG iterations (passes over the data beyond the right-hand side).
+    residual : float
+        Final relative residual (max over the right-hand sides).
+    converged : bool
+        False when CG stopped at ``maxiter`` above ``tol``.
+    warm_started : bool
+        Whether the solve started from the previous step's CG variable.
+    n_rhs : int
+        Number of right-hand sides (probe columns plus target columns).
+    """
+
+    iterations: int
+    residual: float
+    converged: bool
+    warm_started: bool
+    n_rhs: int
+
+
+def _count(value, name, low=1):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return int(value)
+
+
+def _choice(value, name, options):
+    if value not in options:
+        raise ValueError(f"{name} must be one of {options}, got {value!r}")
+    return value
+
+
+def cholesky_adjoint(T, C, xp):
+    r"""Cotangent on :math:`A` from a cotangent ``C`` on its upper Cholesky factor.
+
+    For :math:`T^T T = A` (``T`` upper triangular) and a scalar :math:`f` with
+    :math:`\partial f/\partial T = C` (only the upper triangle of ``C``
+    matters), returns the symmetric
+
+    .. math:: \bar A = \operatorname{sym}\big(T^{-1}\,\Phi(T C^T)\,T^{-T}\big),
+
+    where :math:`\Phi` keeps the lower triangle and halves the diagonal
+    (from :math:`T^{-T} dA\, T^{-1} = X + X^T` with :math:`X = dT^T T^{-T}`
+    lower triangular).  All float64, ``O(m^3)``.
+    """
+    M = T @ C.T
+    Phi = xp.tril(M)
+    idx = xp.arange(M.shape[0])
+    Phi[idx, idx] *= 0.5
+    Y = solve_triangular(T, Phi, xp)  # T^{-1} Phi
+    Y = solve_triangular(T, Y.T, xp).T  # T^{-1} Phi T^{-T}
+    return 0.5 * (Y + Y.T)
+
+
+class StochasticProp(Objective):
+    r"""Stochastic estimate of L_Prop for large data (``"stoch-prop"``).
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+        Training inputs (NumPy or CuPy, float32 or float64); never modified.
+    y : array of shape (n,) or (n, p)
+        Targets.
+    kernel : str or Kernel, default "gaussian"
+        Kernel family (its lengthscale is replaced by the params').
+    n_probes : int, default 20
+        Number :math:`t` of probe vectors for :math:`D = \operatorname{Tr} H`.
+    probes : {"gaussian", "rademacher"}, default "gaussian"
+        Distribution of the probe entries.
+    trace_estimator : {"rows", "hutchinson"}, default "rows"
+        Estimator of :math:`T = \operatorname{Tr}(K_{nn} - \tilde K)`: row
+        sampling on ``n_rows`` rows (the default, accurate because :math:`T`
+        is a small difference of large numbers), or the paper's Hutchinson
+        estimate of :math:`\operatorname{Tr}\tilde K` with the same probes
+        (costs one more pass per step on warm starts).
+    effective_dimension_estimator : {"hutchinson", "hutch++"}, default "hutchinson"
+        Estimator of :math:`D`.  ``"hutch++"`` spends ``sketch_size`` of the
+        ``n_probes`` columns on an orthonormal basis :math:`Q` of
+        :math:`K_{nm} \Omega` (traced exactly) and the rest on Hutchinson
+        probes projected off :math:`Q`; the sketch is computed at the first
+        evaluation after construction or :meth:`reset` and then kept fixed
+        (it is state, like the warm start).
+    sketch_size : int, optional
+        Columns of the Hutch++ sketch (default ``n_probes // 2``).
+    n_rows : int, optional
+        Rows :math:`q` for the row-sampling estimate of :math:`T`; default
+        ``min(n, max(m, 1000))``.  The rows are the first ``q`` of a random
+        permutation drawn at construction.
+    tol : float, default 1e-3
+        Relative residual tolerance of the Falkon CG solve.
+    maxiter : int, default 100
+        Maximal CG iterations per step; a step that reaches it returns its
+        (finite) estimate, warns with a ``ConvergenceWarning`` and records it
+        in :attr:`last_solve`.
+    warm_start : bool, default True
+        Start each solve from the previous step's CG variable.  This makes
+        the value depend (within the solver tolerance) on the previous call;
+        set False, or call :meth:`reset`, for a function of the params only.
+    normalization : {"released", "paper"}, default "released"
+        :math:`\kappa = n^2\lambda` (the authors' released code) or
+        :math:`n\lambda` (the paper's displayed equation); see MATH.md.
+    value_form : {"energy", "plain"}, default "energy"
+        How a quadratic form :math:`w^T H w` is read from the solve (see the
+        module notes); both agree at exact solves, and also after CG from a
+        zero start (Galerkin property), so they differ only on warm starts.
+    gradient : {"whitened", "direct"}, default "whitened"
+        Gradient formula (see the module notes); both are exact at exact
+        solves, the whitened one is far more accurate at loose tolerances
+        and costs one more pass over the data.
+    noise_variance : float, default 1.0
+        :math:`s^2`.
+    random_state : int, Generator or None
+        Seed of the probes, the sampled rows and the Hutch++ sketch.
+
+    Attributes
+    ----------
+    probes : TraceProbes or None
+        The fixed probes of :math:`D` (None for Hutch++ until the first evaluation).
+    last_solve : SolveRecord or None
+        Record of the Falkon solve of the last evaluation.
+
+    Notes
+    -----
+    The value is a deterministic function of the parameters once the probes
+    are fixed, up to the solver tolerance; with ``warm_start=False`` it is a
+    deterministic function, and with exact solves its gradient is exact.
+    The equations are in the module docstring; measured accuracy against
+    the exact objective in ``docs/stochastic.md``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> from nyhopt.objectives.stoch_prop import StochasticProp
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, size=(500, 3)); y = np.sin(3 * X[:, 0])
+    >>> obj = StochasticProp(X, y, n_probes=10, random_state=0)
+    >>> params = nh.Params.from_natural(1e-3, [1.0, 1.0, 1.0], X[:30])
+    >>> value, grad = obj.value_and_grad(params)
+    >>> grad.centers.shape, obj.last_solve.converged
+    ((30, 3), True)
+    >>> sorted(obj.terms(params))
+    ['data_fit', 'effective_dimension', 'trace']
+    """
+
+    name = "stoch-prop"
+
+    def __init__(
+        self,
+        X,
+        y,
+        kernel="gaussian",
+        *,
+        n_probes=20,
+        probes="gaussian",
+        trace_estimator="rows",
+        effective_dimension_estimator="hutchinson",
+        sketch_size=None,
+        n_rows=None,
+        tol=DEFAULT_TOL,
+        maxiter=DEFAULT_MAXITER,
+        warm_start=True,
+        normalization="released",
+        value_form="energy",
+        gradient="whitened",
+        noise_variance=1.0,
+        random_state=None,
+    ):
+        super().__init__(X, y, kernel, noise_variance=noise_variance, random_state=random_state)
+        self.n_probes = _count(n_probes, "n_probes")
+        self.probe_kind = _choice(probes, "probes", PROBE_KINDS)
+        self.trace_estimator = _choice(trace_estimator, "trace_estimator", _TRACE_ESTIMATORS)
+        self.effective_dimension_estimator = _choice(
+            effective_dimension_estimator, "effective_dimension_estimator", _DEFF_ESTIMATORS
+        )
+        self.normalization = _choice(normalization, "normalization", _NORMALIZATIONS)
+        self.value_form = _choice(value_form, "value_form", _VALUE_FORMS)
+        self.gradient = _choice(gradient, "gradient", _GRADIENT_FORMS)
+        self.n_rows = None if n_rows is None else _count(n_rows, "n_rows")
+        tol = float(tol)
+        if not (math.isfinite(tol) and tol >= 0):
+            raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+        self.tol = tol
+        self.maxiter = _count(maxiter, "maxiter", 0)
+        if not isinstance(warm_start, (bool, np.bool_)):
+            raise TypeError(f"warm_start must be a bool, got {warm_start!r}")
+        self.warm_start = bool(warm_start)
+        if self.effective_dimension_estimator == "hutch++":
+            k = self.n_probes // 2 if sketch_size is None else _count(sketch_size, "sketch_size")
+            if not 1 <= k < self.n_probes:
+                raise ValueError(
+                    f"hutch++ needs 1 <= sketch_size < n_probes; got sketch_size={k}, n_probes={self.n_probes}"
+                )
+            self.sketch_size = k
+        else:
+            self.sketch_size = 0
+
+        # Everything random is drawn here, in a fixed order, from one generator.
+        rng = as_generator(random_state)
+        xp, n, dt = self.xp, self.n, self.X.dtype
+        self._row_order = rng.permutation(n) if self.trace_estimator == "rows" else None
+        if self.effective_dimension_estimator == "hutchinson":
+            self.probes = hutchinson_probes(n, self.n_probes, self.probe_kind, rng, dt, xp)
+            self._G = None
+        else:
+            self.probes = None
+            self._G = draw_probes(n, self.n_probes - self.sketch_size, self.probe_kind, rng, dt, xp)
+        self._sketch_seed = int(rng.integers(2**63 - 1))
+        self._W = None if self.probes is None else self._stack(self.probes)
+        self._beta = None
+        self._rows_cache = None
+        self.last_solve = None
+
+    # -- state --------------------------------------------------------------------------------
+    def reset(self):
+        """Forget the warm start (and the Hutch++ sketch, rebuilt at the next evaluation)."""
+        self._beta = None
+        self.last_solve = None
+        if self.effective_dimension_estimator == "hutch++":
+            self.probes = None
+            self._W = None
+
+    def _stack(self, probes: TraceProbes):
+        """``W = [V | Y]`` in the data dtype (the right-hand sides of every solve)."""
+        return self.xp.concatenate([probes.vectors.astype(self.X.dtype, copy=False), self.Y], axis=1)
+
+    def _ensure_probes(self, kernel, Z):
+        if self.probes is not None:
+            return
+        xp = self.xp
+        rng = np.random.default_rng(self._sketch_seed)
+        omega = xp.asarray(rng.standard_normal((Z.shape[0], self.sketch_size)))
+        sketch = kmv(kernel, self.X, Z, omega.astype(self.X.dtype))
+        self.probes = hutchpp_probes(sketch, self._G, xp=xp, dtype=self.X.dtype)
+        self._W = self._stack(self.probes)
+        self._beta = None
+
+    def _rows(self, m):
+        q = min(self.n, max(m, 1000)) if self.n_rows is None else min(self.n, self.n_rows)
+        if self._rows_cache is None or self._rows_cache[0] != q:
+            idx = np.sort(self._row_order[:q])
+            self._rows_cache = (q, self.X[self.xp.asarray(idx)])
+        return self._rows_cache[1]
+
+    # -- the estimator ------------------------------------------------------------------------------
+    def _solve(self, kernel, Z, lam, W):
+        """Falkon solve of ``B a = Knm^T W`` (warm-started); returns (a, precond, rhs or None)."""
+        xp, X = self.xp, self.X
+        m = Z.shape[0]
+        precond = FalkonPreconditioner(kernel, Z, lam, self.n, dtype=X.dtype)
+        beta0 = self._beta if self.warm_start else None
+        if beta0 is not None and beta0.shape != (m, W.shape[1]):
+            beta0 = None
+        rhs = None
+        if self.trace_estimator == "hutchinson":  # Knm^T V is needed for Tr Kt
+            rhs = kmtv(kernel, X, Z, W).astype(xp.float64, copy=False)
+        res = falkon_solve(kernel, X, Z, W, lam, tol=self.tol, maxiter=self.maxiter, beta0=beta0,
+                           precond=precond, rhs=rhs, warn=False)
+        cg = res.cg
+        residual = float(cg.residual_norms[-1]) if len(cg.residual_norms) else float("nan")
+        self.last_solve = SolveRecord(int(cg.iterations), residual, bool(cg.converged), beta0 is not None,
+                                      int(W.shape[1]))
+        if not cg.converged:
+            warnings.warn(
+                f"stoch-prop: the Falkon solve stopped at maxiter={self.maxiter} with relative residual "
+                f"{residual:.3g} > tol={self.tol:.3g}; the estimate is returned (see .last_solve)",
+                ConvergenceWarning,
+                stacklevel=5,
+            )
+        if self.warm_start:
+            self._beta = res.beta
+        return res.alpha, precond, rhs
+
+    def _trace_gap(self, kernel, Z, rhs, weights, k):
+        """``T = Tr(Knn - Kt)`` and what its cotangents need."""
+        xp, X, n = self.xp, self.X, self.n
+        f64 = xp.float64
+        Kmm = kernel_matrix(kernel, Z).astype(f64)
+        Lt = cholesky_upper(add_to_diagonal(Kmm, jitter(X.dtype), xp), xp, "Kmm + jitter*I")
+        if self.trace_estimator == "rows":
+            XQ = self._rows(Z.shape[0])
+            AQ = solve_triangular(Lt, kernel_matrix(kernel, XQ, Z).astype(f64).T, xp, trans=True)
+            T = (float(xp.sum(kernel.diag(XQ).astype(f64))) - float(xp.sum(AQ * AQ))) * (n / XQ.shape[0])
+            return T, (Lt, XQ, AQ)
+        Ab = solve_triangular(Lt, rhs[:, :k], xp, trans=True)  # L^{-1} Kmn v_j
+        T = float(xp.sum(kernel.diag(X).astype(f64))) - float(xp.sum(weights * xp.sum(Ab * Ab, axis=0)))
+        return T, (Lt, None, Ab)
+
+    def _evaluate(self, ctx):
+        xp, X, n, p = self.xp, self.X, self.n, self.p
+        kernel, Z, lam = ctx.kernel, ctx.Z, ctx.penalty
+        f64 = xp.float64
+        c = n * lam
+        kappa = n * n * lam if self.normalization == "released" else n * lam
+        s2 = self.noise_variance
+
+        self._ensure_probes(kernel, Z)
+        probes, W = self.probes, self._W
+        k = probes.n_vectors
+        weights = xp.asarray(probes.weights, dtype=f64)
+
+        a, precond, rhs = self._solve(kernel, Z, lam, W)
+
+        # Quadratic forms from u = Knm a (one pass).
+        u = kmv(kernel, X, Z, a.astype(X.dtype, copy=False))
+        W64, u64 = W.astype(f64, copy=False), u.astype(f64, copy=False)
+        b = precond.T @ a  # whitened coefficients; ||b_j||^2 = a_j^T (Kmm + eps m I) a_j
+        bb = xp.sum(b * b, axis=0)
+        Wu = xp.sum(W64 * u64, axis=0)
+        if self.value_form == "energy":
+            q = 2.0 * Wu - xp.sum(u64 * u64, axis=0) - c * bb
+            resid_Y = W64[:, k:] - u64[:, k:]
+            F = float(xp.sum(resid_Y * resid_Y)) + c * float(xp.sum(bb[k:]))
+        else:
+            q = Wu
+            F = float(xp.sum(W64[:, k:] * W64[:, k:])) - float(xp.sum(q[k:]))
+        D = float(xp.sum(weights * q[:k]))
+        T, tr = self._trace_gap(kernel, Z, rhs, weights, k)
+
+        g = 1.0 + T / kappa
+        scale = 2.0 / (n * p)
+        terms = {
+            "effective_dimension": scale * p * s2 * D,
+            "data_fit": scale * F,
+            "trace": scale * F * T / kappa,
+        }
+        if not ctx.need_grad:
+            return Evaluation(terms, None)
+
+        # Cotangents: column weights beta_j = d value / d q_j.
+        beta = xp.concatenate([2.0 * s2 / n * weights, xp.full(p, -scale * g, dtype=f64)])
+        P = (2.0 * (W64 - u64)) * beta[None, :]
+        Qf = a
+        if self.gradient == "whitened":
+            KtKa, KtW = normal_matvec(kernel, X, Z, a.astype(X.dtype, copy=False), W)
+            s_hat = solve_triangular(precond.T, KtW.astype(f64) - KtKa.astype(f64), xp, trans=True)
+            G_mm = cholesky_adjoint(precond.T, -2.0 * (s_hat * beta[None, :]) @ a.T, xp)
+        else:
+            G_mm = -c * ((a * beta[None, :]) @ a.T)
+        g_lam = -n * float(xp.sum(beta * bb)) - scale * F * T / (kappa * lam)
+
+        gamma_T = scale * F / kappa
+        Lt, XQ, A_T = tr
+        nm = []
+        if self.trace_estimator == "rows":
+            ratio = n / XQ.shape[0]
+            Gam = solve_triangular(Lt, A_T, xp)  # (Kmm + eps I)^{-1} K_mQ
+            G_mm = G_mm + (gamma_T * ratio) * (Gam @ Gam.T)
+            nm.append(KernelCotangent(XQ, G=(-2.0 * gamma_T * ratio) * Gam.T))
+        else:
+            Gam = solve_triangular(Lt, A_T, xp)  # (Kmm + eps I)^{-1} Kmn v_j
+            P = xp.concatenate([P, (-2.0 * gamma_T) * W64[:, :k] * weights[None, :]], axis=1)
+            Qf = xp.concatenate([a, Gam], axis=1)
+            G_mm = G_mm + gamma_T * ((Gam * weights[None, :]) @ Gam.T)
+        nm.insert(0, KernelCotangent(X, P=P.astype(X.dtype, copy=False), Q=Qf.astype(X.dtype, copy=False)))
+        return Evaluation(terms, Cotangents(nm=tuple(nm), mm=0.5 * (G_mm + G_mm.T), penalty=g_lam))

@@ -1,0 +1,76 @@
+// Shared device helpers of nyhopt's CUDA kernels: kernel profiles and sums.
+//
+// Every kernel of nyhopt is a function of the scaled squared distance
+//     s = sum_k (x_k - z_k)^2 / ell_k^2,   k(x, z) = phi(s),
+// and the adjoints need phi'(s).  KIND selects the profile (same codes as
+// nyhopt.ops._numba.KIND_CODES):
+//     0 gaussian   phi = exp(-s/2)                      phi' = -phi/2
+//     1 laplacian  phi = exp(-r), r = sqrt(s)           phi' = -exp(-r)/(2r), 0 at r = 0
+//     2 matern32   phi = (1 + sqrt3 r) exp(-sqrt3 r)    phi' = -3/2 exp(-sqrt3 r)
+//     3 matern52   phi = (1 + sqrt5 r + 5s/3) exp(-sqrt5 r)
+//                                                     phi' = -5/6 (1 + sqrt5 r) exp(-sqrt5 r)
+// T is float or double; arithmetic runs in T, cross-thread sums in double.
+#pragma once
+
+namespace nh {
+
+__device__ __forceinline__ float exp_(float x) { return expf(x); }
+__device__ __forceinline__ double exp_(double x) { return exp(x); }
+__device__ __forceinline__ float sqrt_(float x) { return sqrtf(x); }
+__device__ __forceinline__ double sqrt_(double x) { return sqrt(x); }
+
+template <typename T, int KIND>
+__device__ __forceinline__ T profile(T s) {
+    static_assert(KIND >= 0 && KIND <= 3, "unknown kernel kind");
+    if constexpr (KIND == 0) {
+        return exp_(T(-0.5) * s);
+    } else if constexpr (KIND == 1) {
+        return exp_(-sqrt_(s));
+    } else if constexpr (KIND == 2) {
+        const T a = T(1.7320508075688772) * sqrt_(s);
+        return (T(1) + a) * exp_(-a);
+    } else {
+        const T a = T(2.23606797749979) * sqrt_(s);
+        return (T(1) + a + T(5.0 / 3.0) * s) * exp_(-a);
+    }
+}
+
+template <typename T, int KIND>
+__device__ __forceinline__ T derivative(T s) {
+    static_assert(KIND >= 0 && KIND <= 3, "unknown kernel kind");
+    if constexpr (KIND == 0) {
+        return T(-0.5) * exp_(T(-0.5) * s);
+    } else if constexpr (KIND == 1) {
+        const T r = sqrt_(s);
+        return r > T(0) ? T(-0.5) * exp_(-r) / r : T(0);
+    } else if constexpr (KIND == 2) {
+        return T(-1.5) * exp_(T(-1.7320508075688772) * sqrt_(s));
+    } else {
+        const T a = T(2.23606797749979) * sqrt_(s);
+        return T(-5.0 / 6.0) * (T(1) + a) * exp_(-a);
+    }
+}
+
+// Squared distance between row i of Xs (n x d, row-major) and column j of
+// Zt (d x m, row-major): both already divided by the lengthscales.
+template <typename T>
+__device__ __forceinline__ T sqdist(const T* __restrict__ Xs, const T* __restrict__ Zt,
+                                    long long i, long long j, int d, long long m) {
+    T s = T(0);
+    const T* x = Xs + i * d;
+    for (int k = 0; k < d; ++k) {
+        const T t = x[k] - Zt[k * m + j];
+        s += t * t;
+    }
+    return s;
+}
+
+// Sum of v over the 32 lanes of a warp (every lane gets the result).
+__device__ __forceinline__ double warp_sum(double v) {
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        v += __shfl_xor_sync(0xffffffffu, v, offset);
+    }
+    return v;
+}
+
+}  // namespace nh

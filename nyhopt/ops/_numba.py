@@ -1,0 +1,496 @@
+"""Fused CPU loops (Numba) for the block-wise kernel products and adjoints.
+
+Same functions and signatures as :mod:`nyhopt.ops._reference`
+(``op(kernel, X, Z, <operands>, ell, xp, ...)``); :data:`nyhopt.ops.CPU_IMPL`
+decides per operation which of the two runs on NumPy data.
+
+How the loops are organised
+---------------------------
+Rows of ``X`` are split into one contiguous chunk per Numba thread
+(``prange``).  A thread walks its rows one at a time and, for row ``i``,
+computes the whole row of scaled squared distances from coordinate
+differences,
+
+.. math:: s_{ij} = \\sum_k (X_{ik}/\\ell_k - Z_{jk}/\\ell_k)^2 ,
+
+in a buffer of length ``m`` (``Z`` is stored transposed and scaled, so the
+innermost loop runs over the centers ``j`` with unit stride and vectorizes),
+applies the profile :math:`\\varphi` or its derivative :math:`\\varphi'` in
+place, and immediately contracts the row with the operands.  Per thread the
+temporaries are ``O(m (d + k))`` numbers whatever ``n`` is, so the memory
+budget of :func:`nyhopt.block_rows` never binds and no ``n x m`` (or
+``b x m``) array exists except the dense outputs of :func:`kernel_matrix` and
+the dense cotangent the caller passes to :func:`adjoint_dense`.
+
+Adjoints contract :math:`W_{ij} = G_{ij}\\,\\varphi'(s_{ij})` (with
+:math:`G_{ij} = P_i \\cdot Q_j` in the low-rank form) directly in the
+difference form
+
+.. math::
+    \\partial_{Z_{jk}} = \\tfrac{2}{\\ell_k} \\sum_i W_{ij} (\\tilde Z_{jk} - \\tilde X_{ik}),\\quad
+    \\partial_{X_{ik}} = \\tfrac{2}{\\ell_k} \\sum_j W_{ij} (\\tilde X_{ik} - \\tilde Z_{jk}),\\quad
+    \\partial_{\\ell_k} = -\\tfrac{2}{\\ell_k} \\sum_{ij} W_{ij} (\\tilde X_{ik} - \\tilde Z_{jk})^2,
+
+which avoids the cancellation of the expanded form used by the BLAS path.
+
+Precision
+---------
+Arithmetic runs in float64 for float32 and float64 data alike; adjoint sums
+and the ``K^T`` accumulators are float64 per thread and summed at the end.
+Products are returned in the data dtype, gradients in float64.
+
+Numba's ``exp`` is a scalar libm call on this platform (no SVML), which stops
+LLVM from vectorizing the loops.  :func:`_exp` is therefore a small
+branch-free ``exp`` (Cody-Waite reduction by ``ln 2``, degree-13 Taylor
+polynomial on ``|r| <= ln(2)/2``, exponent built by a bit cast) that LLVM
+vectorizes; its error is within 1 ulp of ``numpy.exp`` for the arguments the
+kernels use (``x <= 0``), and it returns 0 below ``-708`` where ``numpy.exp``
+returns subnormals smaller than ``3.3e-308``.
+
+Examples
+--------
+>>> import numpy as np
+>>> import nyhopt as nh
+>>> from nyhopt.ops import _numba, _reference
+>>> rng = np.random.default_rng(0)
+>>> X, Z, V = rng.normal(size=(50, 3)), rng.normal(size=(7, 3)), rng.normal(size=(7, 2))
+>>> k = nh.MaternKernel(lengthscale=1.5, nu=2.5)
+>>> ell = k.lengthscale_array(3)
+>>> fast = _numba.kmv(k, X, Z, V, ell, np)
+>>> bool(np.allclose(fast, _reference.kmv(k, X, Z, V, ell, np), rtol=1e-13))
+True
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import prange
+from numba.core import types
+from numba.extending import intrinsic
+
+from ..kernels import KernelGrad
+from . import _reference
+
+__all__ = [
+    "KIND_CODES",
+    "kernel_matrix",
+    "kmv",
+    "kmtv",
+    "normal_matvec",
+    "adjoint_dense",
+    "adjoint_lowrank",
+]
+
+#: Integer code of each kernel ``kind`` inside the compiled loops.
+KIND_CODES = {"gaussian": 0, "laplacian": 1, "matern32": 2, "matern52": 3}
+
+# 'reassoc' lets LLVM vectorize the reductions over centers, 'contract' fuses
+# multiply-adds.  _exp is compiled without any fast-math flag: its range
+# reduction must not be reassociated (flags are per instruction in LLVM, so
+# inlining keeps them apart).
+_LOOP = dict(cache=True, nogil=True, error_model="numpy", fastmath={"contract", "reassoc", "nsz"})
+_PAR = dict(_LOOP, parallel=True)
+_EXACT = dict(cache=True, nogil=True, error_model="numpy")
+
+_SQRT3 = math.sqrt(3.0)
+_SQRT5 = math.sqrt(5.0)
+
+
+# --------------------------------------------------------------------------- exp
+@intrinsic
+def _int64_bits_as_float64(typingctx, bits):
+    """Reinterpret the bits of an int64 as a float64 (a vectorizable no-op)."""
+    sig = types.float64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return sig, codegen
+
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # ln 2 split so that t * _LN2_HI is exact
+_LN2_LO = 1.90821492927058770002e-10
+_UNDERFLOW = -708.0  # below: result < 3.3e-308, returned as 0
+
+
+@numba.njit(**_EXACT)
+def _exp(x):
+    """``exp(x)`` for ``x <= 0`` (branch-free, vectorizable; see module notes)."""
+    xc = max(x, _UNDERFLOW)
+    t = np.floor(xc * _LOG2E + 0.5)
+    r = (xc - t * _LN2_HI) - t * _LN2_LO
+    p = 1.0 / 6227020800.0
+    p = p * r + 1.0 / 479001600.0
+    p = p * r + 1.0 / 39916800.0
+    p = p * r + 1.0 / 3628800.0
+    p = p * r + 1.0 / 362880.0
+    p = p * r + 1.0 / 40320.0
+    p = p * r + 1.0 / 5040.0
+    p = p * r + 1.0 / 720.0
+    p = p * r + 1.0 / 120.0
+    p = p * r + 1.0 / 24.0
+    p = p * r + 1.0 / 6.0
+    p = p * r + 0.5
+    p = p * r + 1.0
+    p = p * r + 1.0
+    e = p * _int64_bits_as_float64((np.int64(t) + 1023) << 52)
+    return e if x >= _UNDERFLOW else 0.0
+
+
+# ------------------------------------------------------------------ row helpers
+@numba.njit(**_LOOP)
+def _sqdist_row(X, i, ell, Zt, s):
+    """``s[j] = sum_k (X[i, k] / ell[k] - Zt[k, j])**2`` (float64).
+
+    Features are taken two at a time to halve the loads and stores of ``s``.
+    """
+    d, m = X.shape[1], s.shape[0]
+    k0 = 0
+    if d % 2:
+        x0 = X[i, 0] / ell[0]
+        for j in range(m):
+            t0 = x0 - Zt[0, j]
+            s[j] = t0 * t0
+        k0 = 1
+    else:
+        for j in range(m):
+            s[j] = 0.0
+    for k in range(k0, d, 2):
+        x0 = X[i, k] / ell[k]
+        x1 = X[i, k + 1] / ell[k + 1]
+        for j in range(m):
+            t0 = x0 - Zt[k, j]
+            t1 = x1 - Zt[k + 1, j]
+            s[j] += t0 * t0 + t1 * t1
+
+
+@numba.njit(**_LOOP)
+def _profile_row(kind, s):
+    """Overwrite ``s`` with ``phi(s)`` for kernel code ``kind``."""
+    m = s.shape[0]
+    if kind == 0:
+        for j in range(m):
+            s[j] = _exp(-0.5 * s[j])
+    elif kind == 1:
+        for j in range(m):
+            s[j] = _exp(-np.sqrt(s[j]))
+    elif kind == 2:
+        for j in range(m):
+            a = _SQRT3 * np.sqrt(s[j])
+            s[j] = (1.0 + a) * _exp(-a)
+    else:
+        for j in range(m):
+            a = _SQRT5 * np.sqrt(s[j])
+            s[j] = (1.0 + a + (5.0 / 3.0) * s[j]) * _exp(-a)
+
+
+@numba.njit(**_LOOP)
+def _derivative_row(kind, s):
+    """Overwrite ``s`` with ``phi'(s)`` (0 at s = 0 for the Laplacian)."""
+    m = s.shape[0]
+    if kind == 0:
+        for j in range(m):
+            s[j] = -0.5 * _exp(-0.5 * s[j])
+    elif kind == 1:
+        for j in range(m):
+            r = np.sqrt(s[j])
+            rr = r if r > 0.0 else 1.0
+            s[j] = -0.5 * _exp(-r) / rr if r > 0.0 else 0.0
+    elif kind == 2:
+        for j in range(m):
+            s[j] = -1.5 * _exp(-_SQRT3 * np.sqrt(s[j]))
+    else:
+        for j in range(m):
+            a = _SQRT5 * np.sqrt(s[j])
+            s[j] = (-5.0 / 6.0) * (1.0 + a) * _exp(-a)
+
+
+@numba.njit(**_LOOP)
+def _chunk(c, nch, n):
+    return c * n // nch, (c + 1) * n // nch
+
+
+# ------------------------------------------------------------ parallel kernels
+@numba.njit(**_PAR)
+def _kernel_matrix(kind, X, ell, Zt, out, nch):
+    n, m = X.shape[0], Zt.shape[1]
+    for c in prange(nch):
+        lo, hi = _chunk(c, nch, n)
+        s = np.empty(m)
+        for i in range(lo, hi):
+            _sqdist_row(X, i, ell, Zt, s)
+            _profile_row(kind, s)
+            for j in range(m):
+                out[i, j] = s[j]
+
+
+@numba.njit(**_PAR)
+def _kmv(kind, X, ell, Zt, Vt, out, nch):
+    n, m, nv = X.shape[0], Zt.shape[1], Vt.shape[0]
+    for c in prange(nch):
+        lo, hi = _chunk(c, nch, n)
+        s = np.empty(m)
+        for i in range(lo, hi):
+            _sqdist_row(X, i, ell, Zt, s)
+            _profile_row(kind, s)
+            for q in range(nv):
+                acc = 0.0
+                for j in range(m):
+                    acc += s[j] * Vt[q, j]
+                out[i, q] = acc
+
+
+@numba.njit(**_PAR)
+def _kmtv(kind, X, ell, Zt, U, acc, nch):
+    n, m, nu = X.shape[0], Zt.shape[1], U.shape[1]
+    for c in prange(nch):
+        lo, hi = _chunk(c, nch, n)
+        s = np.empty(m)
+        a = acc[c]
+        for i in range(lo, hi):
+            _sqdist_row(X, i, ell, Zt, s)
+            _profile_row(kind, s)
+            for q in range(nu):
+                u = np.float64(U[i, q])
+                for j in range(m):
+                    a[q, j] += u * s[j]
+
+
+@numba.njit(**_PAR)
+def _normal(kind, X, ell, Zt, Vt, U, acc, accu, nch):
+    n, m, nv, nu = X.shape[0], Zt.shape[1], Vt.shape[0], U.shape[1]
+    for c in prange(nch):
+        lo, hi = _chunk(c, nch, n)
+        s = np.empty(m)
+        a, au = acc[c], accu[c]
+        for i in range(lo, hi):
+            _sqdist_row(X, i, ell, Zt, s)
+            _profile_row(kind, s)
+            for q in range(nv):
+                t = 0.0
+                for j in range(m):
+                    t += s[j] * Vt[q, j]
+                for j in range(m):
+                    a[q, j] += t * s[j]
+            for q in range(nu):
+                u = np.float64(U[i, q])
+                for j in range(m):
+                    au[q, j] += u * s[j]
+
+
+@numba.njit(**_LOOP)
+def _contract_row(X, i, ell, Zt, w, az, ae, gx, need_z, need_x):
+    """Add row ``i`` of ``W`` (in ``w``) to the adjoint sums (difference form).
+
+    One sweep over the centers per feature ``k`` updates the center sums
+    ``az[k, j] += W_ij (Z~_jk - X~_ik)`` (when ``need_z``), the lengthscale
+    sum ``ae[k] += sum_j W_ij (Z~_jk - X~_ik)^2`` and the ``X`` gradient row.
+    """
+    m = Zt.shape[1]
+    for k in range(X.shape[1]):
+        xk = X[i, k] / ell[k]
+        e = 0.0
+        g = 0.0
+        if need_z:
+            for j in range(m):
+                t = Zt[k, j] - xk
+                wt = w[j] * t
+                az[k, j] += wt
+                e += wt * t
+                g += wt
+        else:
+            for j in range(m):
+                t = Zt[k, j] - xk
+                wt = w[j] * t
+                e += wt * t
+                g += wt
+        ae[k] += e
+        if need_x:
+            gx[i, k] = -g
+
+
+@numba.njit(**_PAR)
+def _adjoint_dense(kind, X, ell, Zt, G, az, ae, gx, need_z, need_x, nch):
+    n, m = X.shape[0], Zt.shape[1]
+    for c in prange(nch):
+        lo, hi = _chunk(c, nch, n)
+        w = np.empty(m)
+        for i in range(lo, hi):
+            _sqdist_row(X, i, ell, Zt, w)
+            _derivative_row(kind, w)
+            for j in range(m):
+                w[j] *= G[i, j]
+            _contract_row(X, i, ell, Zt, w, az[c], ae[c], gx, need_z, need_x)
+
+
+@numba.njit(**_LOOP)
+def _lowrank_row(P, i, Qt, g):
+    """``g[j] = sum_q P[i, q] Qt[q, j]``, two columns at a time."""
+    r, m = P.shape[1], g.shape[0]
+    q0 = 0
+    if r % 2:
+        p0 = np.float64(P[i, 0])
+        for j in range(m):
+            g[j] = p0 * Qt[0, j]
+        q0 = 1
+    else:
+        for j in range(m):
+            g[j] = 0.0
+    for q in range(q0, r, 2):
+        p0 = np.float64(P[i, q])
+        p1 = np.float64(P[i, q + 1])
+        for j in range(m):
+            g[j] += p0 * Qt[q, j] + p1 * Qt[q + 1, j]
+
+
+@numba.njit(**_PAR)
+def _adjoint_lowrank(kind, X, ell, Zt, P, Qt, az, ae, gx, need_z, need_x, nch):
+    n, m, r = X.shape[0], Zt.shape[1], P.shape[1]
+    for c in prange(nch):
+        lo, hi = _chunk(c, nch, n)
+        w = np.empty(m)
+        g = np.empty(m)
+        for i in range(lo, hi):
+            _sqdist_row(X, i, ell, Zt, w)
+            _derivative_row(kind, w)
+            _lowrank_row(P, i, Qt, g)
+            for j in range(m):
+                w[j] *= g[j]
+            _contract_row(X, i, ell, Zt, w, az[c], ae[c], gx, need_z, need_x)
+
+
+# ------------------------------------------------------------------ dispatchers
+def _setup(kernel, X, Z, ell):
+    """Kind code, C-contiguous X, full float64 lengthscales (d,), scaled Z^T."""
+    code = KIND_CODES.get(kernel.kind)
+    d = X.shape[1]
+    ell_full = np.ascontiguousarray(np.broadcast_to(np.asarray(ell, dtype=np.float64), (d,)))
+    Zt = np.ascontiguousarray((np.asarray(Z, dtype=np.float64) / ell_full).T)
+    return code, np.ascontiguousarray(X), ell_full, Zt
+
+
+def _n_chunks(n):
+    return max(1, min(n, numba.get_num_threads()))
+
+
+def _t64(A):
+    """``A.T`` as a C-contiguous float64 array."""
+    return np.ascontiguousarray(np.asarray(A, dtype=np.float64).T)
+
+
+def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False):
+    """Dense ``k(X, Z)`` (n, m) in the dtype of ``X``.
+
+    Distances come from coordinate differences, so ``k(X, X)`` is exactly
+    symmetric with a unit diagonal without further work (``symmetric`` is
+    accepted for signature compatibility).
+    """
+    code, X, ell_full, Zt = _setup(kernel, X, Z, ell)
+    if code is None:
+        return _reference.kernel_matrix(kernel, X, Z, ell, xp, symmetric=symmetric)
+    out = np.empty((X.shape[0], Zt.shape[1]), dtype=X.dtype)
+    _kernel_matrix(code, X, ell_full, Zt, out, _n_chunks(X.shape[0]))
+    return out
+
+
+def kmv(kernel, X, Z, V, ell, xp):
+    """``k(X, Z) @ V`` for V (m, k); result (n, k) in the dtype of ``X``."""
+    code, X, ell_full, Zt = _setup(kernel, X, Z, ell)
+    if code is None:
+        return _reference.kmv(kernel, X, Z, V, ell, xp)
+    out = np.empty((X.shape[0], V.shape[1]), dtype=X.dtype)
+    _kmv(code, X, ell_full, Zt, _t64(V), out, _n_chunks(X.shape[0]))
+    return out
+
+
+def kmtv(kernel, X, Z, U, ell, xp):
+    """``k(X, Z).T @ U`` for U (n, k); result (m, k), accumulated in float64."""
+    code, X, ell_full, Zt = _setup(kernel, X, Z, ell)
+    if code is None:
+        return _reference.kmtv(kernel, X, Z, U, ell, xp)
+    nch = _n_chunks(X.shape[0])
+    acc = np.zeros((nch, U.shape[1], Zt.shape[1]))
+    _kmtv(code, X, ell_full, Zt, np.ascontiguousarray(U), acc, nch)
+    return acc.sum(axis=0).T.astype(X.dtype)
+
+
+def normal_matvec(kernel, X, Z, V, ell, xp, U=None):
+    """``(K^T K V, K^T U or None)`` in one pass over ``X``; both (m, k)."""
+    code, X, ell_full, Zt = _setup(kernel, X, Z, ell)
+    if code is None:
+        return _reference.normal_matvec(kernel, X, Z, V, ell, xp, U=U)
+    nch = _n_chunks(X.shape[0])
+    m = Zt.shape[1]
+    Uc = np.zeros((X.shape[0], 0), dtype=X.dtype) if U is None else np.ascontiguousarray(U)
+    acc = np.zeros((nch, V.shape[1], m))
+    accu = np.zeros((nch, Uc.shape[1], m))
+    _normal(code, X, ell_full, Zt, _t64(V), Uc, acc, accu, nch)
+    out = acc.sum(axis=0).T.astype(X.dtype)
+    return out, (None if U is None else accu.sum(axis=0).T.astype(X.dtype))
+
+
+def _check_wrt(wrt):
+    wrt = set(wrt)
+    unknown = wrt - {"lengthscale", "centers", "X"}
+    if unknown:
+        raise ValueError(f"wrt must name 'lengthscale', 'centers' or 'X', got {sorted(unknown)}")
+    return "centers" in wrt, "lengthscale" in wrt, "X" in wrt
+
+
+def _adjoint(run, X, Zt, ell, ell_full, flags):
+    """Allocate the accumulators, run the fused loop, finish the gradients."""
+    need_z, need_ell, need_x = flags
+    n, d = X.shape
+    m = Zt.shape[1]
+    nch = _n_chunks(n)
+    az = np.zeros((nch, d, m) if need_z else (nch, 0, 0))
+    ae = np.zeros((nch, d))
+    gx = np.empty((n, d) if need_x else (0, 0))
+    run(az, ae, gx, need_z, need_x, nch)
+    g_ell = g_z = g_x = None
+    if need_ell:
+        g = -2.0 * ae.sum(axis=0) / ell_full
+        g_ell = (g.sum(keepdims=True) if np.size(ell) == 1 else g).reshape(np.shape(ell))
+    if need_z:
+        g_z = (2.0 * az.sum(axis=0) / ell_full[:, None]).T.copy()
+    if need_x:
+        g_x = gx
+        g_x *= 2.0 / ell_full
+    return KernelGrad(g_ell, g_z, g_x)
+
+
+def adjoint_dense(kernel, X, Z, G, ell, xp, wrt=("lengthscale", "centers")):
+    """Gradients of ``<G, k(X, Z)>`` for a dense cotangent ``G`` (n, m); float64."""
+    flags = _check_wrt(wrt)
+    code, X, ell_full, Zt = _setup(kernel, X, Z, ell)
+    if code is None:
+        return _reference.adjoint_dense(kernel, X, Z, G, ell, xp, wrt=wrt)
+    G = np.ascontiguousarray(G)
+
+    def run(*acc):
+        _adjoint_dense(code, X, ell_full, Zt, G, *acc)
+
+    return _adjoint(run, X, Zt, ell, ell_full, flags)
+
+
+def adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=("lengthscale", "centers")):
+    """Gradients of ``<P Q^T, k(X, Z)>``; ``P`` (n, k), ``Q`` (m, k); float64.
+
+    ``W_ij = (P_i . Q_j) phi'(s_ij)`` is formed one row at a time and reduced
+    on the spot into the center, lengthscale and ``X`` gradients.
+    """
+    flags = _check_wrt(wrt)
+    code, X, ell_full, Zt = _setup(kernel, X, Z, ell)
+    if code is None:
+        return _reference.adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=wrt)
+    P = np.ascontiguousarray(P)
+    Qt = _t64(Q)
+
+    def run(*acc):
+        _adjoint_lowrank(code, X, ell_full, Zt, P, Qt, *acc)
+
+    return _adjoint(run, X, Zt, ell, ell_full, flags)

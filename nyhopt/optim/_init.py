@@ -1,0 +1,109 @@
+r"""The paper's initialization of the hyperparameters.
+
+* penalty :math:`\lambda_0 = 1/n`;
+* lengthscale by the median heuristic, the same value in every dimension:
+  :math:`\ell_0 = \operatorname{median}_{i<j} \|x_i - x_j\|` over the distinct
+  pairs of (a seeded random subset of at most ``max_samples``) training rows;
+* centers: a random subset of ``m`` distinct training rows.
+
+All three are deterministic given the seed.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..backend import get_namespace
+
+__all__ = ["median_heuristic", "initial_centers", "as_generator"]
+
+
+def as_generator(random_state) -> np.random.Generator:
+    """A NumPy ``Generator`` from ``None``, an int seed or a ``Generator``."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if random_state is None:
+        return np.random.default_rng()
+    if isinstance(random_state, bool) or not isinstance(random_state, numbers.Integral):
+        raise TypeError(f"random_state must be None, an int or a numpy Generator, got {random_state!r}")
+    return np.random.default_rng(int(random_state))
+
+
+def median_heuristic(X, max_samples: int = 1000, random_state=0) -> float:
+    r"""Median of the pairwise Euclidean distances between rows of ``X``.
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+        Training inputs (NumPy or CuPy), n >= 2.
+    max_samples : int, default 1000
+        When ``n > max_samples`` the median is taken over a random subset of
+        ``max_samples`` rows (drawn without replacement from ``random_state``).
+    random_state : None, int or numpy.random.Generator, default 0
+
+    Returns
+    -------
+    float
+        :math:`\operatorname{median}_{i<j}\|x_i - x_j\|_2` (over the subset),
+        or 1.0 when that median is 0 (e.g. mostly repeated rows).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> median_heuristic(np.array([[0.0], [1.0], [3.0]]))   # distances 1, 2, 3
+    2.0
+    """
+    xp = get_namespace(X)
+    n = X.shape[0]
+    if n < 2:
+        raise ValueError(f"X needs at least 2 rows for the median heuristic, got {n}")
+    if n > max_samples:
+        idx = np.sort(as_generator(random_state).choice(n, size=max_samples, replace=False))
+        X = X[xp.asarray(idx)]
+    A = xp.asarray(X, dtype=xp.float64)
+    if xp is np:
+        from scipy.spatial.distance import pdist
+
+        med = float(np.median(pdist(A)))
+    else:
+        # Coordinate differences (not |x|^2 + |z|^2 - 2 x.z): exact for repeated rows.
+        sq = xp.zeros((A.shape[0], A.shape[0]), dtype=xp.float64)
+        for j in range(A.shape[1]):
+            diff = A[:, j, None] - A[None, :, j]
+            sq += diff * diff
+        iu = xp.triu_indices(A.shape[0], k=1)
+        med = float(xp.median(xp.sqrt(sq[iu])))
+    return med if med > 0 else 1.0
+
+
+def initial_centers(X, m: int, random_state=0):
+    """``m`` distinct rows of ``X`` drawn at random, as a float64 copy (same device).
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+    m : int
+        Number of centers, ``1 <= m <= n``.
+    random_state : None, int or numpy.random.Generator, default 0
+
+    Returns
+    -------
+    array of shape (m, d), float64
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Z = initial_centers(np.arange(10.0).reshape(5, 2), 3, random_state=0)
+    >>> Z.shape, Z.dtype
+    ((3, 2), dtype('float64'))
+    """
+    xp = get_namespace(X)
+    n = X.shape[0]
+    if isinstance(m, bool) or not isinstance(m, numbers.Integral):
+        raise TypeError(f"centers must be an int or an (m, d) array, got {m!r}")
+    m = int(m)
+    if not 1 <= m <= n:
+        raise ValueError(f"centers must be between 1 and the number of training rows ({n}), got {m}")
+    idx = np.sort(as_generator(random_state).choice(n, size=m, replace=False))
+    return xp.array(X[xp.asarray(idx)], dtype=xp.float64, copy=True)

@@ -1,0 +1,87 @@
+"""Train and validation errors of the N-KRR model at given hyperparameters.
+
+Used by the tuning loop to record, per epoch, how the model fitted with the
+current hyperparameters does: the coefficients are solved on the training data
+(the objective's ``X`` and encoded targets) and the errors are computed in the
+user's terms (RMSE in the targets' units, or the fraction of wrong labels).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..backend import to_numpy
+from ..ops import kmv
+from ._targets import TargetEncoding, decode_predictions
+
+__all__ = ["choose_solver", "solve_alpha", "prediction_error", "ErrorTracker"]
+
+#: ``solver="auto"`` uses the direct (Cholesky) solver while ``n * m**2`` is at most this.
+DIRECT_MAX_WORK = 1e11
+
+
+def choose_solver(solver, n, m) -> str:
+    """``"direct"`` or ``"falkon"``: ``"auto"`` picks direct while ``n m^2 <= 1e11``."""
+    if solver == "auto":
+        return "direct" if float(n) * float(m) ** 2 <= DIRECT_MAX_WORK else "falkon"
+    if solver not in ("direct", "falkon"):
+        raise ValueError(f"solver must be 'auto', 'direct' or 'falkon', got {solver!r}")
+    return solver
+
+
+def solve_alpha(kernel, X, Z, Y, penalty, solver):
+    """Coefficients (m, p) with the chosen solver (Falkon at tol 1e-7, 100 iterations)."""
+    if solver == "direct":
+        from ..solvers import direct_solve
+
+        return direct_solve(kernel, X, Z, Y, penalty)
+    from ..solvers import falkon_solve
+
+    return falkon_solve(kernel, X, Z, Y, penalty, tol=1e-7, maxiter=100, warn=False).alpha
+
+
+def prediction_error(pred, truth, task) -> float:
+    """RMSE (regression, over all outputs) or fraction of wrong labels (classification)."""
+    pred, truth = to_numpy(pred), to_numpy(truth)
+    if task == "regression":
+        diff = np.asarray(pred, dtype=np.float64).reshape(truth.shape) - np.asarray(truth, dtype=np.float64)
+        return float(np.sqrt(np.mean(diff * diff)))
+    return float(np.mean(np.asarray(pred).reshape(-1) != np.asarray(truth).reshape(-1)))
+
+
+class ErrorTracker:
+    """Errors of the model at given params on the training and a validation set.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Training inputs, as the objective sees them.
+    enc : TargetEncoding
+        Encoded training targets.
+    y_train : array
+        Training targets in the user's terms (values or labels).
+    X_val, y_val : arrays or None
+        Validation data in the same coordinates as ``X``.
+    kernel : Kernel
+        Kernel template (its lengthscale is replaced).
+    dtype : numpy dtype
+        dtype of the data (the centers are cast to it).
+    solver : {"direct", "falkon"}
+    """
+
+    def __init__(self, X, enc: TargetEncoding, y_train, X_val, y_val, kernel, dtype, solver):
+        self.X, self.enc, self.y_train = X, enc, y_train
+        self.X_val, self.y_val = X_val, y_val
+        self.kernel, self.dtype, self.solver = kernel, dtype, solver
+
+    def __call__(self, params):
+        """``(train_error, validation_error)``; NaN for a missing validation set."""
+        kernel = self.kernel.with_lengthscale(params.lengthscale)
+        Z = params.centers.astype(self.dtype, copy=False)
+        alpha = solve_alpha(kernel, self.X, Z, self.enc.Y, params.penalty, self.solver)
+        train = prediction_error(decode_predictions(kmv(kernel, self.X, Z, alpha), self.enc),
+                                 self.y_train, self.enc.task)
+        val = float("nan")
+        if self.X_val is not None:
+            val = prediction_error(decode_predictions(kmv(kernel, self.X_val, Z, alpha), self.enc),
+                                   self.y_val, self.enc.task)
+        return train, val

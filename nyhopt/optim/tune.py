@@ -1,0 +1,426 @@
+r"""The paper's tuning procedure, end to end: :func:`tune`.
+
+Given data and an objective name, :func:`tune`
+
+1. encodes the targets as the paper does (regression targets standardized,
+   two classes as -1/+1, more classes one-hot; see ``nyhopt.optim._targets``);
+2. initializes the hyperparameters as the paper does: :math:`\lambda_0 = 1/n`,
+   :math:`\ell_0` by the median heuristic (the same value in every dimension),
+   the centers a random subset of the training points;
+3. runs Adam on :math:`\theta = (\log\lambda, \log\ell, Z)` for ``epochs``
+   full-batch steps, recording the objective, its terms, the hyperparameters
+   and (on request) train/validation errors at every step, stopping early when
+   the objective has not improved for ``patience`` steps;
+4. fits the final N-KRR model with the best hyperparameters found (the lowest
+   objective value).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import time
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+
+from .._validation import check_matrix
+from ..backend import get_namespace
+from ..kernels import Kernel, make_kernel
+from ..params import Params
+from . import adam
+from ._history import History, TuneRecord
+from ._init import as_generator, initial_centers, median_heuristic
+from ._progress import ProgressBar, wants_progress
+from ._targets import encode_targets, resolve_task
+from ._tracking import ErrorTracker, choose_solver
+
+__all__ = ["tune", "TuneResult", "TuneRecord", "History", "FIELDS"]
+
+#: Names accepted by ``freeze``.
+FIELDS = ("penalty", "lengthscale", "centers")
+
+
+class TuneResult(NamedTuple):
+    """What :func:`tune` returns.
+
+    Attributes
+    ----------
+    model : NystromKRR or NystromKRRClassifier
+        Fitted with the best hyperparameters (regression: ``normalize_y=True``,
+        so predictions are in the targets' units).
+    params : Params
+        The best hyperparameters (lowest objective value seen).
+    history : History
+        One :class:`TuneRecord` per evaluation (``history[0]`` is the
+        initialization, ``history[k]`` the point after ``k`` Adam steps).
+    objective : Objective
+        The objective that was minimized (built on the encoded targets).
+    best_epoch : int
+        Epoch of ``params`` in the history.
+    stop_reason : str
+        ``"epochs"`` (all done), ``"patience"`` (early stopping),
+        ``"callback"``, or ``"failed: <why>"`` (a step produced a non-finite
+        objective or a failed factorization; the best point so far is kept).
+    task : str
+        ``"regression"`` or ``"classification"``.
+    elapsed : float
+        Wall-clock seconds of the whole call.
+    """
+
+    model: object
+    params: Params
+    history: History
+    objective: object
+    best_epoch: int
+    stop_reason: str
+    task: str
+    elapsed: float
+
+
+# ----------------------------------------------------------------------------- argument checks
+
+
+def _check_int(value, name, low):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _check_freeze(freeze):
+    if freeze is None:
+        return frozenset()
+    if isinstance(freeze, str):
+        freeze = (freeze,)
+    freeze = frozenset(freeze)
+    unknown = freeze - set(FIELDS)
+    if unknown:
+        raise ValueError(f"freeze must name fields among {FIELDS}, got unknown {sorted(unknown)}")
+    if freeze == set(FIELDS):
+        raise ValueError("freeze names every hyperparameter: there is nothing to tune")
+    return freeze
+
+
+def _check_dtype(dtype):
+    if dtype is None:
+        return None
+    dt = np.dtype(dtype)
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be float32, float64 or None, got {dtype!r}")
+    return dt
+
+
+def _split_validation(X, y, fraction, rng, xp):
+    """Random split of (X, y): the last ``fraction`` of a permutation is held out."""
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"validation must be a fraction in (0, 1) or a tuple (X_val, y_val), got {fraction!r}")
+    n = X.shape[0]
+    n_val = int(round(fraction * n))
+    if n_val < 1 or n - n_val < 2:
+        raise ValueError(f"validation={fraction!r} leaves too few rows for training or validation (n = {n})")
+    perm = rng.permutation(n)
+    tr, va = np.sort(perm[: n - n_val]), np.sort(perm[n - n_val:])
+    tr_i, va_i = xp.asarray(tr), xp.asarray(va)
+    y_arr = y if hasattr(y, "shape") else np.asarray(y)
+    return X[tr_i], _take(y_arr, tr, tr_i), X[va_i], _take(y_arr, va, va_i)
+
+
+def _take(y, host_idx, dev_idx):
+    return y[dev_idx] if hasattr(y, "get") else np.asarray(y)[host_idx]
+
+
+def _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, xp):
+    n, d = X.shape
+    lam = 1.0 / n if penalty is None else penalty
+    if lengthscale is None and isinstance(kernel, Kernel):
+        lengthscale = kernel.lengthscale
+    if lengthscale is None:
+        ell = np.array([median_heuristic(X, random_state=rng)])
+    else:
+        ell = np.asarray(lengthscale.get() if hasattr(lengthscale, "get") else lengthscale, dtype=np.float64)
+        ell = ell.reshape(-1)
+        if ell.size not in (1, d):
+            raise ValueError(f"lengthscale has {ell.size} entries but X has {d} features")
+    if ard and ell.size == 1:
+        ell = np.full(d, ell[0])
+    elif not ard and ell.size != 1:
+        raise ValueError("ard=False means one lengthscale shared by all features; give a scalar lengthscale")
+    if isinstance(centers, numbers.Integral) and not isinstance(centers, bool):
+        Z = initial_centers(X, int(centers), rng)
+    elif isinstance(centers, (bool, str, float)) or centers is None:
+        raise TypeError(f"centers must be an int or an array of shape (m, {d}), got {centers!r}")
+    else:
+        get_namespace(X, centers)  # TypeError when host and device are mixed
+        Z = check_matrix(centers, "centers", xp, dtype=np.float64, n_features=d)
+        if Z.shape[0] > n:
+            raise ValueError(f"centers has {Z.shape[0]} rows, more than the {n} training rows")
+    return Params.from_natural(lam, ell, Z)
+
+
+def _build_objective(objective, X, Y, kernel, random_state, options):
+    from ..objectives import make_objective
+
+    options = dict(options or {})
+    options.setdefault("random_state", random_state)
+    return make_objective(objective, X, Y, kernel=kernel, **options)
+
+
+def regressor_class():
+    """The regressor that standardizes its targets: ``NystromKRR(normalize_y=True)``.
+
+    Falls back to :class:`~nyhopt.optim._normalized.NormalizedNystromKRR` while
+    :class:`~nyhopt.NystromKRR` has no ``normalize_y`` option.
+    """
+    from ..estimator import NystromKRR
+
+    if "normalize_y" in NystromKRR._get_param_names():
+        return NystromKRR
+    from ._normalized import NormalizedNystromKRR  # pragma: no cover - until NystromKRR has it
+
+    return NormalizedNystromKRR
+
+
+def _final_model(task, kernel, params, X, y, dtype, solver):
+    from ..estimator import NystromKRRClassifier
+
+    kw = dict(kernel=kernel.with_lengthscale(params.lengthscale.copy()), penalty=params.penalty,
+              centers=params.centers.astype(dtype, copy=True), solver=solver)
+    if task == "classification":
+        model = NystromKRRClassifier(**kw)
+    else:
+        model = regressor_class()(normalize_y=True, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)  # column-vector y etc.
+        return model.fit(X, y)
+
+
+# ----------------------------------------------------------------------------- tune
+
+
+def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gaussian", ard=True,
+         random_state=0, validation=None, progress=True, *, penalty=None, lengthscale=None,
+         freeze=(), patience=10, min_delta=0.0, callback=None, task="auto", dtype=None,
+         objective_options=None, solver="auto", record_terms=True, track_errors=None,
+         b1=0.9, b2=0.999, eps=1e-8) -> TuneResult:
+    r"""Tune penalty, lengthscales and centers of N-KRR by Adam on an objective.
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+        Training inputs (NumPy or CuPy; float32 or float64, integers become
+        float64).  Never modified.  Standardize the columns first, as the paper
+        does (:class:`~nyhopt.HyperoptKRR` with ``standardize=True`` and the
+        command line do it for you).
+    y : array of shape (n,) or (n, p)
+        Targets: values (regression) or class labels (classification).
+    objective : str, default "prop"
+        "holdout", "loocv", "gcv", "creg", "sgpr", "prop" or "stoch-prop"
+        (see :func:`nyhopt.make_objective`).
+    centers : int or array of shape (m, d), default 100
+        Number of Nystrom centers (a random subset of the rows of ``X``) or
+        the initial centers themselves.
+    epochs : int, default 200
+        Maximal number of Adam steps (full batch; the paper's value).
+    lr : float, default 0.05
+        Adam's learning rate (the paper's value).
+    kernel : str or Kernel, default "gaussian"
+        Kernel family; a :class:`~nyhopt.Kernel` instance also gives the
+        initial lengthscale (unless ``lengthscale`` is given).
+    ard : bool, default True
+        One lengthscale per feature (True) or one shared by all features.
+    random_state : None, int or numpy.random.Generator, default 0
+        Seeds the initial centers, the median-heuristic subsample, the
+        validation split and the objective's own draws (splits, probes).
+    validation : None, float or tuple (X_val, y_val), optional
+        Data on which to track the error at every epoch; a float in (0, 1)
+        holds out that fraction of ``(X, y)`` at random (the model is then
+        tuned and fitted on the rest).  Only tracked, never used to choose.
+    progress : bool, default True
+        Show a progress bar on stderr when it is a terminal.
+    penalty : float, optional
+        Initial :math:`\lambda`; default :math:`1/n` (the paper's choice).
+    lengthscale : float or array of shape (d,), optional
+        Initial :math:`\ell`; default the median heuristic, the same in every
+        dimension (the paper's choice).
+    freeze : iterable of {"penalty", "lengthscale", "centers"}, default ()
+        Hyperparameters kept at their initial value.
+    patience : int or None, default 10
+        Stop when the objective has not improved by more than ``min_delta``
+        for this many consecutive steps (None: never stop early).
+    min_delta : float, default 0.0
+        Smallest decrease of the objective that counts as an improvement.
+    callback : callable, optional
+        ``callback(epoch, record)`` after every evaluation (``record`` is a
+        :class:`TuneRecord`); return True to stop.
+    task : {"auto", "regression", "classification"}, default "auto"
+        "auto": classification for 1-D labels that are strings, booleans or
+        integers with at most 20 distinct values, regression otherwise.
+    dtype : {None, "float32", "float64"}, default None
+        dtype of the data during tuning (None keeps the dtype of ``X``).
+        Hyperparameters and optimizer state are always float64.
+    objective_options : dict, optional
+        Extra keyword arguments for :func:`nyhopt.make_objective` (for
+        instance ``{"val_fraction": 0.5}`` or ``{"n_probes": 50}``).
+    solver : {"auto", "direct", "falkon"}, default "auto"
+        Solver of the final model and of the error tracking; "auto" is
+        "direct" while :math:`n m^2 \le 10^{11}`, "falkon" otherwise.
+    record_terms : bool, default True
+        Record the objective's terms every epoch (one extra forward
+        evaluation per epoch).
+    track_errors : bool, optional
+        Record train (and validation) errors every epoch (one N-KRR solve per
+        epoch); default True when ``validation`` is given, else False.
+    b1, b2, eps : float
+        Adam's constants (defaults of Kingma & Ba).
+
+    Returns
+    -------
+    TuneResult
+        ``model`` (fitted with the best hyperparameters), ``params``,
+        ``history``, ``objective``, ``best_epoch``, ``stop_reason``, ``task``,
+        ``elapsed``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad arguments (the message names them), unknown objective or kernel.
+
+    Notes
+    -----
+    The optimized coordinates are :math:`\theta = (\log\lambda, \log\ell, Z)`
+    and each step is :math:`\theta \leftarrow \mathrm{Adam}(\theta,
+    \nabla_\theta\mathcal{L}(\theta))` with the hand-written gradient of the
+    objective.  The record of epoch :math:`k` holds :math:`\mathcal{L}` at the
+    point reached after :math:`k` steps; the returned ``params`` are those of
+    the lowest recorded value.  Regression targets are standardized before the
+    objective sees them (so its noise variance :math:`s^2 = 1` is an upper
+    bound); errors and predictions are in the original units.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, size=(300, 2)); y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=300)
+    >>> res = nh.tune(X, y, objective="prop", centers=20, epochs=30, progress=False)
+    >>> res.history.objective[-1] < res.history.objective[0]
+    True
+    >>> res.model.predict(X[:2]).shape, res.params.lengthscale.shape
+    ((2,), (2,))
+    """
+    t_start = time.perf_counter()
+    epochs = _check_int(epochs, "epochs", 0)
+    if patience is not None:
+        patience = _check_int(patience, "patience", 1)
+    min_delta = float(min_delta)
+    if not (math.isfinite(min_delta) and min_delta >= 0):
+        raise ValueError(f"min_delta must be a finite number >= 0, got {min_delta!r}")
+    adam._check_hyper(lr, b1, b2, eps)
+    freeze = _check_freeze(freeze)
+    dtype = _check_dtype(dtype)
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable, got {callback!r}")
+    if not isinstance(objective, str):
+        raise TypeError(f"objective must be a name (str), got {type(objective).__name__}")
+    if not isinstance(kernel, (str, Kernel)):
+        raise TypeError(f"kernel must be a name or a Kernel instance, got {kernel!r}")
+    if objective_options is not None and not isinstance(objective_options, dict):
+        raise TypeError(f"objective_options must be a dict, got {type(objective_options).__name__}")
+
+    rng = as_generator(random_state)
+    xp = get_namespace(X, y if hasattr(y, "shape") else None)
+    X = check_matrix(X, "X", xp, dtype=dtype, min_rows=2)
+    dtype = X.dtype
+    task = resolve_task(y, task)
+
+    X_val = y_val = None
+    if validation is not None:
+        if isinstance(validation, numbers.Real) and not isinstance(validation, bool):
+            X, y, X_val, y_val = _split_validation(X, y, float(validation), rng, xp)
+        elif isinstance(validation, (tuple, list)) and len(validation) == 2:
+            X_val, y_val = validation
+            get_namespace(X, X_val)
+            X_val = check_matrix(X_val, "validation X", xp, dtype=dtype, n_features=X.shape[1])
+            if len(y_val) != X_val.shape[0]:
+                raise ValueError(f"validation y has {len(y_val)} rows but validation X has {X_val.shape[0]}")
+        else:
+            raise TypeError("validation must be None, a fraction in (0, 1) or a tuple (X_val, y_val)")
+    if track_errors is None:
+        track_errors = X_val is not None
+
+    enc = encode_targets(y, task, X.shape[0], xp, dtype)
+    params = _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, xp)
+    template = make_kernel(kernel, params.lengthscale)
+    obj_seed = int(rng.integers(0, 2**31 - 1))
+    obj = _build_objective(objective, X, enc.Y, template, obj_seed, objective_options)
+    solver = choose_solver(solver, X.shape[0], params.n_centers)
+    tracker = ErrorTracker(X, enc, y, X_val, y_val, template, dtype, solver) if track_errors else None
+
+    wrt = tuple(f for f in FIELDS if f not in freeze)
+    mask = {"log_penalty": "penalty" not in freeze, "log_lengthscale": "lengthscale" not in freeze,
+            "centers": "centers" not in freeze}
+    state = adam.init(params)
+    history = History()
+    best_value, best_params, best_epoch = math.inf, params, 0
+    stale, stop_reason, t_opt = 0, "epochs", 0.0
+    bar = ProgressBar(epochs + 1) if wants_progress(progress) else None
+    try:
+        for epoch in range(epochs + 1):
+            last = epoch == epochs
+            t0 = time.perf_counter()
+            try:
+                if last:
+                    value, grad = obj.value(params), None
+                else:
+                    value, grad = obj.value_and_grad(params, wrt=wrt)
+            except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
+                if epoch == 0:
+                    raise
+                stop_reason = f"failed: {type(exc).__name__}: {exc}"
+                warnings.warn(f"tune: stopped at epoch {epoch}, the objective failed ({exc}); "
+                              f"keeping the best point (epoch {best_epoch})", RuntimeWarning, stacklevel=2)
+                break
+            t_opt += time.perf_counter() - t0
+            if not math.isfinite(value):
+                if epoch == 0:
+                    raise ValueError(f"the objective is not finite ({value}) at the initial hyperparameters")
+                stop_reason = f"failed: non-finite objective ({value})"
+                warnings.warn(f"tune: stopped at epoch {epoch}, non-finite objective; keeping the best point "
+                              f"(epoch {best_epoch})", RuntimeWarning, stacklevel=2)
+                break
+            terms = obj.terms(params) if record_terms else {}
+            train_err, val_err = tracker(params) if tracker is not None else (math.nan, math.nan)
+            record = TuneRecord(epoch, float(value), terms, params.penalty, params.lengthscale,
+                                train_err, val_err, t_opt)
+            history.append(record)
+            if value < best_value - min_delta:
+                stale = 0
+            else:
+                stale += 1
+            if value < best_value:
+                best_value, best_params, best_epoch = float(value), params, epoch
+            if bar is not None:
+                msg = f"objective {value:.6g}  penalty {params.penalty:.3g}"
+                if tracker is not None:
+                    msg += f"  train err {train_err:.4g}"
+                    if X_val is not None:
+                        msg += f"  val err {val_err:.4g}"
+                bar.update(epoch + 1, msg)
+            if callback is not None and callback(epoch, record):
+                stop_reason = "callback"
+                break
+            if patience is not None and stale >= patience:
+                stop_reason = "patience"
+                break
+            if last:
+                break
+            t0 = time.perf_counter()
+            params, state = adam.update(grad, state, params, lr=lr, b1=b1, b2=b2, eps=eps, mask=mask)
+            t_opt += time.perf_counter() - t0
+    finally:
+        if bar is not None:
+            bar.close()
+
+    model = _final_model(task, template, best_params, X, y, dtype, solver)
+    return TuneResult(model, best_params, history, obj, best_epoch, stop_reason, task,
+                      time.perf_counter() - t_start)

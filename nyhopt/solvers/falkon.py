@@ -1,0 +1,286 @@
+r"""Falkon: Nystrom KRR by preconditioned conjugate gradient.
+
+Solves the normal equations of Nystrom kernel ridge regression
+
+.. math:: B\,\alpha = K_{nm}^T Y, \qquad B = K_{nm}^T K_{nm} + n\lambda K_{mm},
+
+without ever forming :math:`B` or the ``n x m`` matrix :math:`K_{nm}`
+(Rudi, Carratino and Rosasco 2017; Meanti et al. 2020).  With the upper
+Cholesky factors
+
+.. math::
+    T = \operatorname{chol}(K_{mm} + \epsilon m I), \qquad
+    A = \operatorname{chol}(T T^T / m + \lambda I),
+
+(:math:`T^T T = K_{mm} + \epsilon m I`, :math:`\epsilon` = :func:`~nyhopt.solvers.jitter`
+of the data dtype) and the preconditioner
+:math:`P = n^{-1/2}\, T^{-1} A^{-1}`, conjugate gradient runs on
+
+.. math::
+    W \beta = P^T K_{nm}^T Y, \qquad
+    W = P^T B P = A^{-T}\big(T^{-T} K_{nm}^T K_{nm} T^{-1} / n + \lambda I\big) A^{-1},
+
+and :math:`\alpha = P\beta`.  As in the references, :math:`K_{mm}` inside
+:math:`B` is represented by :math:`T^T T`, i.e. the solver solves the system
+with :math:`K_{mm} + \epsilon m I`; the difference is of the order of the
+jitter.  Each CG iteration makes one pass over the data
+(:func:`nyhopt.ops.normal_matvec`) for all right-hand sides together; every
+``m x m`` and ``m x k`` operation is done in float64, and the block products
+see the data dtype.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+
+from .._validation import check_matrix, check_positive, check_targets
+from ..backend import get_namespace
+from ..ops import kernel_matrix, kmtv, normal_matvec
+from ._jitter import jitter
+from ._linalg import add_to_diagonal, cholesky_upper, solve_triangular
+from .cg import CGResult, conjugate_gradient
+
+__all__ = ["FalkonPreconditioner", "FalkonResult", "falkon_solve", "ConvergenceWarning"]
+
+
+class ConvergenceWarning(UserWarning):
+    """The iterative solver stopped at ``maxiter`` above its tolerance."""
+
+
+class FalkonResult(NamedTuple):
+    """Result of :func:`falkon_solve`.
+
+    Attributes
+    ----------
+    alpha : array, shape (m, k)
+        Nystrom coefficients :math:`\\alpha = P\\beta`, float64, on the device of ``X``.
+    beta : array, shape (m, k)
+        The CG variable; pass it as ``beta0`` to warm-start a nearby solve.
+    cg : CGResult
+        Iterations, relative residual history and convergence flag.
+    """
+
+    alpha: object
+    beta: object
+    cg: CGResult
+
+
+class FalkonPreconditioner:
+    r"""Falkon's Cholesky preconditioner :math:`P = n^{-1/2} T^{-1} A^{-1}`.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        The kernel (with its lengthscales).
+    Z : array, shape (m, d)
+        Nystrom centers (NumPy or CuPy).
+    penalty : float
+        :math:`\lambda > 0`.
+    n : int
+        Number of training points (the :math:`n` of :math:`n\lambda`).
+    dtype : dtype, optional
+        dtype of the data, which sets the jitter :math:`\epsilon`
+        (:func:`~nyhopt.solvers.jitter`); defaults to the dtype of ``Z``.
+
+    Attributes
+    ----------
+    T, A : arrays, shape (m, m)
+        Upper Cholesky factors, float64:
+        :math:`T^T T = K_{mm} + \epsilon m I`, :math:`A^T A = T T^T/m + \lambda I`.
+    m, n, penalty, eps : the sizes, :math:`\lambda` and :math:`\epsilon`.
+
+    Raises
+    ------
+    ValueError
+        If ``penalty <= 0`` or ``n < 1``.
+    numpy.linalg.LinAlgError
+        If a factorization fails (a non-finite kernel matrix).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> Z = np.random.default_rng(0).normal(size=(5, 2))
+    >>> pc = FalkonPreconditioner(nh.GaussianKernel(1.0), Z, penalty=1e-3, n=100)
+    >>> pc.T.shape, pc.eps
+    ((5, 5), 1e-10)
+    """
+
+    def __init__(self, kernel, Z, penalty, n, dtype=None):
+        xp = get_namespace(Z)
+        Z = check_matrix(Z, "Z", xp)
+        self.penalty = check_positive(penalty, "penalty")
+        if isinstance(n, bool) or int(n) != n or n < 1:
+            raise ValueError(f"n must be a positive integer, got {n!r}")
+        self.n = int(n)
+        self.m = Z.shape[0]
+        self.xp = xp
+        self.eps = jitter(Z.dtype if dtype is None else dtype)
+        Kmm = kernel_matrix(kernel, Z.astype(np.float64, copy=False))
+        self.T = cholesky_upper(add_to_diagonal(Kmm, self.eps * self.m, xp), xp, "Kmm + eps*m*I")
+        TTt = self.T @ self.T.T
+        TTt /= self.m
+        self.A = cholesky_upper(add_to_diagonal(TTt, self.penalty, xp), xp, "T T^T/m + penalty*I")
+
+    def apply(self, V):
+        r""":math:`P V = n^{-1/2} T^{-1} A^{-1} V`."""
+        xp = self.xp
+        out = solve_triangular(self.T, solve_triangular(self.A, V, xp), xp)
+        out /= math.sqrt(self.n)
+        return out
+
+    def apply_transpose(self, U):
+        r""":math:`P^T U = n^{-1/2} A^{-T} T^{-T} U`."""
+        xp = self.xp
+        out = solve_triangular(self.A, solve_triangular(self.T, U, xp, trans=True), xp, trans=True)
+        out /= math.sqrt(self.n)
+        return out
+
+    def __repr__(self):
+        return f"FalkonPreconditioner(m={self.m}, n={self.n}, penalty={self.penalty!r}, eps={self.eps!r})"
+
+
+def _check_iter_args(tol, maxiter):
+    tol = float(tol)
+    if not np.isfinite(tol) or tol < 0:
+        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    if isinstance(maxiter, bool) or not isinstance(maxiter, (int, np.integer)) or maxiter < 0:
+        raise ValueError(f"maxiter must be an integer >= 0, got {maxiter!r}")
+    return tol, int(maxiter)
+
+
+def falkon_solve(kernel, X, Z, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None, precond=None,
+                 rhs=None, warn=True):
+    r"""Solve :math:`(K_{nm}^T K_{nm} + n\lambda K_{mm})\,\alpha = K_{nm}^T Y` by Falkon.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        Kernel with its lengthscales.
+    X : array, shape (n, d)
+        Training inputs (NumPy or CuPy; float32 or float64).
+    Z : array, shape (m, d)
+        Nystrom centers (same array module; cast to the dtype of ``X``).
+    Y : array, shape (n,) or (n, k), or None
+        Targets; several columns are solved together, one data pass per
+        iteration.  May be None when ``rhs`` is given.
+    penalty : float
+        :math:`\lambda > 0`.
+    tol : float, default 1e-7
+        Relative residual tolerance of CG on the preconditioned system.
+    maxiter : int, default 100
+        Maximal number of CG iterations.
+    beta0 : array, shape (m, k), optional
+        Warm start: the ``beta`` of a previous :class:`FalkonResult`.
+    precond : FalkonPreconditioner, optional
+        A preconditioner built for the same kernel, centers, penalty and ``n``
+        (rebuilt when omitted).
+    rhs : array, shape (m,) or (m, k), optional
+        :math:`K_{nm}^T Y` if the caller already has it.  When omitted it is
+        computed in the same pass over the data as the initial residual (warm
+        start) or by one :func:`~nyhopt.ops.kmtv` pass (cold start).
+    warn : bool, default True
+        Emit a :class:`ConvergenceWarning` when CG stops at ``maxiter`` above
+        ``tol``.
+
+    Returns
+    -------
+    FalkonResult
+        ``alpha`` (m, k) float64, ``beta`` (m, k) and the CG record.
+
+    Raises
+    ------
+    ValueError
+        Bad shapes, non-finite values, ``penalty <= 0``, bad ``tol``/``maxiter``.
+
+    Notes
+    -----
+    Passes over the data: one per CG iteration, plus one for the right-hand
+    side when ``rhs`` is not given (shared with the initial residual on a warm
+    start).  Memory: row blocks sized by the memory budget, plus ``O(m^2)``
+    for the factors; no ``n x m`` array is formed.  See the module docstring
+    for the algebra.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3)); y = np.sin(X[:, 0])
+    >>> res = falkon_solve(nh.GaussianKernel(1.0), X, X[:20], y, penalty=1e-4, tol=1e-10)
+    >>> res.alpha.shape, res.cg.converged
+    ((20, 1), True)
+    """
+    xp = get_namespace(X, Z, Y, beta0, rhs)
+    X = check_matrix(X, "X", xp)
+    Z = check_matrix(Z, "Z", xp, dtype=X.dtype, n_features=X.shape[1])
+    n, m = X.shape[0], Z.shape[0]
+    penalty = check_positive(penalty, "penalty")
+    tol, maxiter = _check_iter_args(tol, maxiter)
+    if Y is None and rhs is None:
+        raise ValueError("give the targets Y or the right-hand side rhs")
+    if Y is not None:
+        Y, _ = check_targets(Y, "Y", n, xp, dtype=X.dtype)
+    if rhs is not None:
+        rhs = xp.asarray(rhs, dtype=np.float64)
+        rhs = rhs.reshape(m, -1) if rhs.ndim == 1 else rhs
+        if rhs.ndim != 2 or rhs.shape[0] != m:
+            raise ValueError(f"rhs must have shape ({m}, k), got {tuple(rhs.shape)}")
+        if Y is not None and rhs.shape[1] != Y.shape[1]:
+            raise ValueError(f"rhs has {rhs.shape[1]} columns but Y has {Y.shape[1]}")
+    k = rhs.shape[1] if rhs is not None else Y.shape[1]
+    if beta0 is not None:
+        beta0 = xp.asarray(beta0, dtype=np.float64)
+        beta0 = beta0.reshape(m, -1) if beta0.ndim == 1 else beta0
+        if beta0.shape != (m, k):
+            raise ValueError(f"beta0 must have shape {(m, k)}, got {tuple(beta0.shape)}")
+    if precond is None:
+        precond = FalkonPreconditioner(kernel, Z, penalty, n, dtype=X.dtype)
+    elif precond.m != m or precond.n != n or precond.penalty != penalty:
+        raise ValueError(
+            f"precond was built for m={precond.m}, n={precond.n}, penalty={precond.penalty}, "
+            f"not m={m}, n={n}, penalty={penalty}"
+        )
+
+    dt = X.dtype
+
+    def data_pass(Vw, U=None):
+        """T^{-T} K^T K T^{-1} A^{-1} Vw / n  (and K^T U), float64 out."""
+        V = solve_triangular(precond.T, solve_triangular(precond.A, Vw, xp), xp)
+        KtKV, KtU = normal_matvec(kernel, X, Z, V.astype(dt, copy=False), U)
+        out = solve_triangular(precond.T, KtKV.astype(np.float64, copy=False), xp, trans=True)
+        out /= n
+        return out, (None if KtU is None else KtU.astype(np.float64, copy=False))
+
+    def W(Vw):
+        inner, _ = data_pass(Vw)
+        inner += penalty * solve_triangular(precond.A, Vw, xp)
+        return solve_triangular(precond.A, inner, xp, trans=True)
+
+    r0 = None
+    if beta0 is not None:
+        need_rhs = rhs is None
+        inner, KtY = data_pass(beta0, Y if need_rhs else None)
+        if need_rhs:
+            rhs = KtY
+        inner += penalty * solve_triangular(precond.A, beta0, xp)
+        Wb0 = solve_triangular(precond.A, inner, xp, trans=True)
+        b = precond.apply_transpose(rhs)
+        r0 = b - Wb0
+    else:
+        if rhs is None:
+            rhs = kmtv(kernel, X, Z, Y).astype(np.float64, copy=False)
+        b = precond.apply_transpose(rhs)
+    cg = conjugate_gradient(W, b, x0=beta0, tol=tol, maxiter=maxiter, xp=xp, r0=r0)
+    if warn and not cg.converged:
+        warnings.warn(
+            f"Falkon CG stopped after {cg.iterations} iterations (maxiter={maxiter}) with relative "
+            f"residual {cg.residual_norms[-1]:.3g} > tol={tol:.3g}; increase maxiter or tol",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    alpha = precond.apply(cg.x)
+    return FalkonResult(alpha, cg.x, cg)
