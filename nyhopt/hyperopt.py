@@ -52,7 +52,7 @@ class _HyperoptBase:
     def __init__(self, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gaussian", ard=True,
                  random_state=None, standardize=False, penalty=None, lengthscale=None, freeze=(),
                  patience=10, validation_fraction=None, dtype=None, objective_options=None,
-                 solver="auto", record_terms=False, progress=False):
+                 solver="auto", record_terms=True, progress=False):
         self.objective = objective
         self.centers = centers
         self.epochs = epochs
@@ -268,8 +268,8 @@ _PARAMS_DOC = """
         Passed to :func:`nyhopt.make_objective`.
     solver : {"auto", "direct", "falkon"}, default "auto"
         Solver of the final model.
-    record_terms : bool, default False
-        Record the objective's terms in ``history_`` (one more evaluation per epoch).
+    record_terms : bool, default True
+        Record the objective's terms in ``history_`` (one more forward evaluation per epoch).
     progress : bool, default False
         Progress bar on stderr (only on a terminal).
 

@@ -11,8 +11,11 @@
    ``atomicAdd``; one ``std::thread`` per CUDA thread of a block, blocks one
    after another), and its results are compared with the NumPy reference.
    This checks indexing, clamping, reductions and grid striding without a
-   GPU (it needs ``g++``; skipped otherwise).  Launch code in ``_cupy.py`` is
-   covered by ``test_ops_gpu.py`` on a GPU.
+   GPU (it needs ``g++``; skipped otherwise).
+3. The launch code of ``nyhopt.ops._cupy`` (arguments, their types, grids,
+   blocks, post-processing) runs on NumPy arrays with the compiled kernels
+   replaced by the emulated ones.  ``test_ops_gpu.py`` repeats the parity
+   checks on a real GPU.
 """
 from __future__ import annotations
 
@@ -27,8 +30,8 @@ import nyhopt as nh
 from nyhopt.ops import _cuda_compile as cc
 from nyhopt.ops import _reference
 
-ARCHS = ["compute_80", "compute_90"]
-DTYPES = ["float32", "float64"]
+# Every dtype for the newest architecture, and an older one once.
+TARGETS = [("float32", "compute_90"), ("float64", "compute_90"), ("float64", "compute_80")]
 
 
 # ---------------------------------------------------------------------- compilers
@@ -75,8 +78,7 @@ def test_every_source_is_known():
     assert cc.source_files() == sorted(cc.SOURCES)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype,arch", TARGETS)
 @pytest.mark.parametrize("source", sorted(cc.SOURCES))
 def test_source_compiles(source, dtype, arch):
     names = cc.name_expressions(source, dtype)
@@ -162,7 +164,9 @@ inline double __shfl_xor_sync(unsigned, double v, int offset) {
 }
 inline double atomicAdd(double* p, double v) { return std::atomic_ref<double>(*p).fetch_add(v); }
 
-template <typename F>
+// CONCURRENT = false runs the threads of a block one after another in this
+// thread: only for kernels without __syncthreads and warp shuffles.
+template <bool CONCURRENT = true, typename F>
 void launch(dim3 grid, dim3 block, F kernel) {
     gridDim = grid;
     blockDim = block;
@@ -170,6 +174,15 @@ void launch(dim3 grid, dim3 block, F kernel) {
     for (unsigned bz = 0; bz < grid.z; ++bz)
         for (unsigned by = 0; by < grid.y; ++by)
             for (unsigned bx = 0; bx < grid.x; ++bx) {
+                if (!CONCURRENT) {
+                    blockIdx = dim3(bx, by, bz);
+                    for (int t = 0; t < nt; ++t) {
+                        threadIdx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
+                        emu_tid = t;
+                        kernel();
+                    }
+                    continue;
+                }
                 std::barrier<> bar(nt);
                 emu_block_barrier = &bar;
                 emu_warp_barriers.clear();
@@ -205,7 +218,7 @@ void run_block(FILE* in, FILE* out) {
     auto Xs = read<T>(in, (long long)b * d);
     auto Zt = read<T>(in, (long long)d * m);
     std::vector<T> o((size_t)b * m, T(NAN));
-    launch(dim3(h[0], h[1]), dim3(32, 8), [&] { nh_kernel_block<T, KIND>(Xs.data(), Zt.data(), o.data(), b, m, d); });
+    launch<false>(dim3(h[0], h[1]), dim3(32, 8), [&] { nh_kernel_block<T, KIND>(Xs.data(), Zt.data(), o.data(), b, m, d); });
     write(out, o);
 }
 
@@ -352,3 +365,117 @@ def test_emulated_adjoint_honours_the_mask(emulator, tmp_path):
     assert not gz.any() and not gx.any()
     ref = _reference.adjoint_lowrank(kernel, X, Z, P, Q, ell, np, ("lengthscale",))
     np.testing.assert_allclose(-2.0 * ge / ell, ref.lengthscale, rtol=1e-12)
+
+
+# ------------------------------------------------- _cupy.py on emulated kernels
+class EmulatedFunction:
+    """Stands for a ``cupy.RawKernel``: checks the arguments, runs the emulator."""
+
+    def __init__(self, exe, tmp_path, source, dtype, kind, lowrank):
+        self.exe, self.tmp_path, self.source = exe, tmp_path, source
+        self.dtype = np.dtype(dtype)
+        self.name = cc.kernel_name(source, dtype, kind, lowrank)
+        self.lowrank = lowrank
+        self.launches = []
+
+    def _check(self, args, n_arrays, n_ints):
+        arrays, ints = args[:n_arrays], args[n_arrays : n_arrays + n_ints]
+        for a in arrays:
+            assert isinstance(a, np.ndarray) and a.flags.c_contiguous and a.dtype == self.dtype
+        for v in ints:
+            assert type(v) is np.int32
+        return arrays, [int(v) for v in ints]
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        assert tuple(block) == (32, 8)
+        assert all(isinstance(g, int) and 0 < g <= 65535 for g in grid)
+        self.launches.append(tuple(grid))
+        if self.source == "kernel_block":
+            (Xs, Zt, out), (b, m, d) = self._check(args, 3, 3)
+            assert Xs.shape == (b, d) and Zt.shape == (d, m) and out.shape == (b, m)
+            raw = _run(self.exe, self.name, [grid[0], grid[1], b, m, d], [Xs, Zt], self.tmp_path)
+            out[...] = raw.view(self.dtype).reshape(b, m)
+            return
+        (Xs, Zt, C, Qt), (n, m, d, r, wanted) = self._check(args, 4, 5)
+        outs = args[9:]
+        assert all(o.dtype == np.float64 and o.flags.c_contiguous and not o.any() for o in outs)
+        assert shared_mem == 33 * d * 8
+        arrays = [Xs, Zt, C, Qt] if self.lowrank else [Xs, Zt, C]
+        raw = _run(self.exe, self.name, [grid[0], grid[1], n, m, d, r, wanted], arrays, self.tmp_path).view(np.float64)
+        sums = [raw[: d * m], raw[d * m : d * m + d], raw[d * m + d :]]
+        for bit, out, s in zip((1, 2, 4), outs, sums):
+            if wanted & bit:
+                out[...] = s.reshape(out.shape)
+            else:
+                assert not s.any()
+
+
+@pytest.fixture
+def emulated_cupy(emulator, tmp_path, monkeypatch):
+    from nyhopt.ops import _cupy
+
+    made = []
+
+    def get_function(source, dtype, kind, lowrank=None):
+        fn = EmulatedFunction(emulator, tmp_path, source, dtype, kind, lowrank)
+        made.append(fn)
+        return fn
+
+    monkeypatch.setattr(_cupy, "get_function", get_function)
+    monkeypatch.setattr(_cupy, "_multiprocessors", lambda xp: 1)
+    monkeypatch.setattr(_cupy, "_BLOCKS_PER_SM", 1)  # fewer blocks than row tiles: blocks stride
+    return _cupy, made
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cupy_products_on_emulated_kernels(emulated_cupy, kind):
+    _cupy, made = emulated_cupy
+    kernel, X, Z, ell, _, _, P, Q, _ = _problem(kind, "float64", n=70)
+    V, U = Q[:, :1], P
+    with nh.memory_budget(2**12):  # several row blocks
+        got = [
+            _cupy.kernel_matrix(kernel, X, Z, ell, np),
+            _cupy.kmv(kernel, X, Z, V, ell, np),
+            _cupy.kmtv(kernel, X, Z, U, ell, np),
+            *_cupy.normal_matvec(kernel, X, Z, V, ell, np, U=U),
+        ]
+    K = _reference.kernel_matrix(kernel, X, Z, ell, np)
+    want = [K, K @ V, K.T @ U, K.T @ (K @ V), K.T @ U]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12 * np.max(np.abs(w)))
+    assert sum(len(fn.launches) for fn in made) > 5  # really blocked
+    Ks = _cupy.kernel_matrix(kernel, X, X, ell, np, symmetric=True)
+    np.testing.assert_array_equal(Ks, Ks.T)
+
+
+@pytest.mark.parametrize("lowrank", [False, True])
+@pytest.mark.parametrize("kind", ["gaussian", "laplacian"])
+def test_cupy_adjoints_on_emulated_kernels(emulated_cupy, kind, lowrank):
+    _cupy, made = emulated_cupy
+    kernel, X, Z, ell, _, _, P, Q, G = _problem(kind, "float64", n=70)
+    for wrt in [("lengthscale", "centers", "X"), ("centers",)]:
+        if lowrank:
+            got = _cupy.adjoint_lowrank(kernel, X, Z, P, Q, ell, np, wrt)
+            want = _reference.adjoint_lowrank(kernel, X, Z, P, Q, ell, np, wrt)
+        else:
+            got = _cupy.adjoint_dense(kernel, X, Z, G, ell, np, wrt)
+            want = _reference.adjoint_dense(kernel, X, Z, G, ell, np, wrt)
+        for g, w in zip(got, want):
+            if w is None:
+                assert g is None
+            else:
+                assert g.shape == w.shape and g.dtype == np.float64
+                np.testing.assert_allclose(g, w, rtol=0, atol=1e-12 * np.max(np.abs(w)))
+    # 70 rows = 3 row tiles, 2 center tiles, 1 block per "multiprocessor": 1 row of blocks.
+    assert made[0].launches[0] == (2, 1)
+
+
+def test_cupy_isotropic_lengthscale_and_float32(emulated_cupy):
+    _cupy, _ = emulated_cupy
+    kernel, X, Z, _, _, _, P, Q, _ = _problem("laplacian", "float32")
+    kernel = kernel.with_lengthscale(1.3)
+    ell = kernel.lengthscale_array(3)
+    got = _cupy.adjoint_lowrank(kernel, X, Z, P, Q, ell, np, ("lengthscale",))
+    want = _reference.adjoint_lowrank(kernel, *(a.astype(np.float64) for a in (X, Z, P, Q)), ell, np, ("lengthscale",))
+    assert got.lengthscale.shape == (1,)
+    np.testing.assert_allclose(got.lengthscale, want.lengthscale, rtol=1e-5)

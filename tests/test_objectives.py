@@ -165,6 +165,16 @@ def test_small_memory_budget_gives_the_same_gradient():
     np.testing.assert_allclose(g2.centers, g.centers, rtol=1e-9, atol=1e-12)
 
 
+def test_holdout_cotangents_are_low_rank():
+    """Hold-out never forms an n x m cotangent: both kernel blocks get thin (P, Q) pairs."""
+    X, y, params = problem(n=80, p=2)
+    obj = make_objective("holdout", X, y, random_state=0)
+    _, ev = obj._run(params, frozenset({"penalty", "lengthscale", "centers"}), need_grad=True, return_ctx=True)
+    blocks = ev.cotangents.nm
+    assert [b.X.shape[0] for b in blocks] == [obj.n_train, obj.n_val]
+    assert all(b.G is None and b.P.shape[1] <= 3 * 2 for b in blocks)
+
+
 def test_inputs_are_not_modified():
     X, y, params = problem(p=2)
     X0, y0, Z0 = X.copy(), y.copy(), params.centers.copy()

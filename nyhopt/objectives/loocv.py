@@ -39,7 +39,8 @@ and in factored form, with :math:`\\Psi = VUV^T` and :math:`X_1 = C^{-1}L^{-1}`:
 """
 from __future__ import annotations
 
-from ._base import Evaluation, Objective
+from .._config import block_rows
+from ._base import Cotangents, Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, sym, tri_solve
 
 __all__ = ["LOOCV"]
@@ -102,9 +103,14 @@ class LOOCV(Objective):
         Ci = tri_solve(fac.C, xp.eye(fac.C.shape[0]), xp)
         b.add_penalty(-2.0 * c * n * float(xp.sum(Psi * (Ci @ Ci.T))))
         kc = b.cotangent_nm(self.X)
-        extra = Vt @ ((4.0 * c) * X1).astype(Vt.dtype)
-        extra *= u[:, None].astype(Vt.dtype)
-        kc.G[...] += extra
-        del extra, Vt
-        cot = b.cotangents(self.X)._replace(nm=(kc,))
-        return Evaluation(terms, cot)
+        # G_nm += 4c diag(u) V^T X1, in row blocks (no third n x m temporary)
+        X1c = ((4.0 * c) * X1).astype(Vt.dtype)
+        uc = u[:, None].astype(Vt.dtype)
+        step = block_rows(n, X1c.shape[0], Vt.dtype.itemsize, n_temps=1)
+        for start in range(0, n, step):
+            rows = slice(start, min(start + step, n))
+            part = Vt[rows] @ X1c
+            part *= uc[rows]
+            kc.G[rows] += part
+        del Vt
+        return Evaluation(terms, Cotangents(nm=(kc,), mm=sym(b.Gmm), penalty=b.glam))

@@ -62,6 +62,7 @@ FUSED_BLOCK_MAX_D = 64
 FUSED_ADJOINT_MAX_D = (48 * 1024) // (33 * 8)
 
 _BLOCK = (32, 8)  # threads: 32 centers (one warp) x 8 rows
+_BLOCKS_PER_SM = 8  # adjoint grid: about this many blocks per multiprocessor
 _MAX_GRID_Y = 65535
 
 
@@ -171,11 +172,16 @@ def _wanted(wrt):
     return ("centers" in wrt) | (("lengthscale" in wrt) << 1) | (("X" in wrt) << 2)
 
 
+def _multiprocessors(xp):
+    """Number of streaming multiprocessors of the current device."""
+    return xp.cuda.Device().attributes["MultiProcessorCount"]
+
+
 def _grid_y(n, gx, xp):
     """Blocks along the rows: enough to fill the device, each striding over tiles."""
-    sms = xp.cuda.Device().attributes["MultiProcessorCount"]
+    sms = _multiprocessors(xp)
     tiles = (n + 31) // 32
-    return int(max(1, min(tiles, _MAX_GRID_Y, -(-8 * sms // gx))))
+    return int(max(1, min(tiles, _MAX_GRID_Y, -(-_BLOCKS_PER_SM * sms // gx))))
 
 
 def _adjoint(kernel, X, Z, ell, xp, wanted, C, Qt, lowrank):

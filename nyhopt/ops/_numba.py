@@ -88,12 +88,13 @@ __all__ = [
 KIND_CODES = {"gaussian": 0, "laplacian": 1, "matern32": 2, "matern52": 3}
 
 # 'reassoc' lets LLVM vectorize the reductions over centers, 'contract' fuses
-# multiply-adds.  _exp is compiled without any fast-math flag: its range
-# reduction must not be reassociated (flags are per instruction in LLVM, so
-# inlining keeps them apart).
+# multiply-adds.  _exp sets fastmath=False *explicitly*: Numba passes a
+# caller's fast-math flags on to callees that leave the option unset, and a
+# reassociated range reduction loses ~7 bits near exp(-700).  (LLVM keeps
+# fast-math flags per instruction, so inlining does not mix them.)
 _LOOP = dict(cache=True, nogil=True, error_model="numpy", fastmath={"contract", "reassoc", "nsz"})
 _PAR = dict(_LOOP, parallel=True)
-_EXACT = dict(cache=True, nogil=True, error_model="numpy")
+_EXACT = dict(cache=True, nogil=True, error_model="numpy", fastmath=False)
 
 _SQRT3 = math.sqrt(3.0)
 _SQRT5 = math.sqrt(5.0)

@@ -14,20 +14,10 @@ import numbers
 
 import numpy as np
 
+from .._centers import as_generator
 from ..backend import get_namespace
 
-__all__ = ["median_heuristic", "initial_centers", "as_generator"]
-
-
-def as_generator(random_state) -> np.random.Generator:
-    """A NumPy ``Generator`` from ``None``, an int seed or a ``Generator``."""
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    if random_state is None:
-        return np.random.default_rng()
-    if isinstance(random_state, bool) or not isinstance(random_state, numbers.Integral):
-        raise TypeError(f"random_state must be None, an int or a numpy Generator, got {random_state!r}")
-    return np.random.default_rng(int(random_state))
+__all__ = ["median_heuristic", "initial_centers"]
 
 
 def median_heuristic(X, max_samples: int = 1000, random_state=0) -> float:
@@ -40,7 +30,7 @@ def median_heuristic(X, max_samples: int = 1000, random_state=0) -> float:
     max_samples : int, default 1000
         When ``n > max_samples`` the median is taken over a random subset of
         ``max_samples`` rows (drawn without replacement from ``random_state``).
-    random_state : None, int or numpy.random.Generator, default 0
+    random_state : None, int, numpy.random.Generator or RandomState, default 0
 
     Returns
     -------
@@ -85,7 +75,7 @@ def initial_centers(X, m: int, random_state=0):
     X : array of shape (n, d)
     m : int
         Number of centers, ``1 <= m <= n``.
-    random_state : None, int or numpy.random.Generator, default 0
+    random_state : None, int, numpy.random.Generator or RandomState, default 0
 
     Returns
     -------

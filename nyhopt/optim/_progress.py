@@ -6,6 +6,7 @@ carriage return and at most ``max_rate`` times per second.
 """
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 
@@ -81,6 +82,8 @@ class ProgressBar:
         eta_s = _fmt_seconds(eta) if eta == eta else "  ?  "
         line = (f"{done:>{len(str(self.total))}d}/{self.total} |{'#' * filled}{' ' * (self.width - filled)}| "
                 f"{_fmt_seconds(elapsed)} < {eta_s}  {message}")
+        width = shutil.get_terminal_size((100, 20)).columns - 1
+        line = line[:max(width, 20)]  # a wrapped line could not be redrawn in place
         pad = " " * max(0, self._last_len - len(line))
         self._last_len = len(line)
         self.stream.write("\r" + line + pad)

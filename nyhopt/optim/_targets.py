@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._validation import check_targets
-from ..backend import to_numpy
+from ..backend import get_namespace, to_numpy
 
 __all__ = ["TASKS", "TargetEncoding", "resolve_task", "encode_targets", "decode_predictions"]
 
@@ -52,9 +52,11 @@ class TargetEncoding(NamedTuple):
     classes: object = None
 
 
-def _host_labels(y):
-    arr = to_numpy(y) if hasattr(y, "get") else np.asarray(y)
-    return arr
+def _labels(y):
+    """``y`` as an array of its own module (CuPy stays on the device, the rest NumPy)."""
+    if hasattr(y, "get") and hasattr(y, "dtype"):
+        return y, get_namespace(y)
+    return np.asarray(y), np
 
 
 def resolve_task(y, task="auto") -> str:
@@ -73,13 +75,15 @@ def resolve_task(y, task="auto") -> str:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
     if task != "auto":
         return task
-    arr = _host_labels(y)
+    arr, xp = _labels(y)
     if arr.ndim != 1:
         return "regression"
     if arr.dtype.kind in "bUSO":
         return "classification"
-    if arr.dtype.kind in "iu" or (arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))):
-        if np.unique(arr).size <= MAX_AUTO_CLASSES:
+    if arr.dtype.kind in "iu" or (
+        arr.dtype.kind == "f" and bool(xp.all(xp.isfinite(arr))) and bool(xp.all(arr == xp.round(arr)))
+    ):
+        if int(xp.unique(arr).size) <= MAX_AUTO_CLASSES:
             return "classification"
     return "regression"
 
@@ -123,42 +127,42 @@ def encode_targets(y, task, n, xp, dtype, standardize=True) -> TargetEncoding:
             mean, scale = np.zeros(p), np.ones(p)
         return TargetEncoding("regression", Y, was_1d, mean, scale, None)
 
-    labels = _host_labels(y)
+    labels, lxp = _labels(y)
     if labels.ndim == 2 and labels.shape[1] == 1:
         labels = labels[:, 0]
     if labels.ndim != 1:
-        raise ValueError(f"y must be 1-D class labels for classification, got shape {labels.shape}")
+        raise ValueError(f"y must be 1-D class labels for classification, got shape {tuple(labels.shape)}")
     if labels.shape[0] != n:
         raise ValueError(f"y has {labels.shape[0]} rows but X has {n}")
-    if labels.dtype.kind == "f" and not np.all(np.isfinite(labels)):
+    if labels.dtype.kind == "f" and not bool(lxp.all(lxp.isfinite(labels))):
         raise ValueError("y contains NaN or infinity")
     if labels.dtype.kind == "O":
         labels = labels.astype(str)
-    classes, codes = np.unique(labels, return_inverse=True)
-    if classes.size < 2:
+    classes, codes = lxp.unique(labels, return_inverse=True)
+    codes = xp.asarray(codes.reshape(-1))
+    k = int(classes.shape[0])
+    if k < 2:
         raise ValueError(f"classification needs at least two classes in y, got {classes.tolist()}")
-    if classes.size == 2:
-        Y = np.where(codes == 1, 1.0, -1.0)[:, None]
+    if k == 2:
+        Y = (2.0 * codes - 1.0)[:, None]
     else:
-        Y = np.zeros((n, classes.size))
-        Y[np.arange(n), codes] = 1.0
-    return TargetEncoding("classification", xp.asarray(Y, dtype=dtype), True, None, None, classes)
+        Y = xp.zeros((n, k))
+        Y[xp.arange(n), codes] = 1.0
+    return TargetEncoding("classification", Y.astype(dtype), True, None, None, classes)
 
 
 def decode_predictions(F, enc: TargetEncoding):
     """Turn model outputs ``F`` (n, p) into predictions in the user's terms.
 
-    Regression: :math:`\\mu + \\sigma F` (1-D when the targets were 1-D), on the
-    device of ``F``.  Classification: class labels (a NumPy array of the
-    classes' dtype; the labels live on the host).
+    Regression: :math:`\\mu + \\sigma F` (1-D when the targets were 1-D).
+    Classification: class labels (``classes[1]`` where :math:`F > 0` for two
+    classes, the arg-max otherwise).  Arrays stay on their device.
     """
+    xp = get_namespace(F)
     if enc.task == "regression":
-        xp = np if not hasattr(F, "get") else __import__("cupy")
         out = F.astype(xp.float64) * xp.asarray(enc.y_scale) + xp.asarray(enc.y_mean)
         return out[:, 0] if enc.was_1d else out
-    F = to_numpy(F)
-    if enc.classes.size == 2:
-        idx = (F[:, 0] > 0).astype(np.intp)
-    else:
-        idx = np.argmax(F, axis=1)
+    idx = (F[:, 0] > 0).astype(xp.int64) if enc.classes.shape[0] == 2 else xp.argmax(F, axis=1)
+    if get_namespace(enc.classes) is not xp:  # host labels (strings) for device scores
+        idx = to_numpy(idx)
     return enc.classes[idx]

@@ -23,7 +23,6 @@ import math
 import numbers
 from typing import NamedTuple
 
-import numpy as np
 
 from ..backend import get_namespace
 from ..params import Params

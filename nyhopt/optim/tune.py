@@ -303,7 +303,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-1, 1, size=(300, 2)); y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=300)
     >>> res = nh.tune(X, y, objective="prop", centers=20, epochs=30, progress=False)
-    >>> res.history.objective[-1] < res.history.objective[0]
+    >>> bool(res.history.objective[-1] < res.history.objective[0])
     True
     >>> res.model.predict(X[:2]).shape, res.params.lengthscale.shape
     ((2,), (2,))

@@ -1,0 +1,1 @@
+"""asv benchmarks of nyhopt (see asv_bench/README.md)."""
