@@ -145,6 +145,7 @@ def summarize(rows, datasets, objectives):
                          "mean": mean, "std": std, "runs": n_ok})
             line[objective] = "-" if math.isnan(mean) else f"{mean:.4f} ± {std:.4f}"
         line["metric"] = metric
+        line["seeds"] = min((x["runs"] for x in long if x["dataset"] == name), default=0)
         if any(line[o] != "-" for o in objectives):
             best = min((o for o in objectives if line[o] != "-"),
                        key=lambda o: next(x["mean"] for x in long
@@ -192,15 +193,20 @@ def main(argv=None):
                      f"m={args.centers}, epochs={args.epochs}")
     with common.Timer() as timer:
         rows = run(args, out / "small_scale_runs.csv")
-    long, wide = summarize(rows, args.datasets, args.objectives)
+    order = available_datasets()
+    present = {r["dataset"] for r in rows}
+    datasets = sorted(present, key=lambda d: (order.index(d) if d in order else len(order), d))
+    long, wide = summarize(rows, datasets, args.objectives)
     common.write_csv(long, ["dataset", "objective", "metric", "mean", "std", "runs"],
                      out / "small_scale.csv")
-    cols = ["dataset", "metric"] + list(args.objectives)
-    md = common.markdown_table(wide, cols, headers=["dataset", "metric"]
+    cols = ["dataset", "metric", "seeds"] + list(args.objectives)
+    md = common.markdown_table(wide, cols, headers=["dataset", "metric", "seeds"]
                                + [LABELS.get(o, o) for o in args.objectives])
     seconds = sum(float(r.get("seconds") or 0) for r in rows)
+    seeds = sorted({int(r["seed"]) for r in rows})
     sub = f" at most {args.max_train} training rows (a seeded random subset);" if args.max_train else ""
-    notes = (f"Test error (mean ± std over seeds {args.seeds}; bold: lowest mean) after tuning "
+    notes = (f"Test error (mean ± std over seeds {seeds}, 'runs' in small_scale.csv; bold: "
+             f"lowest mean) after tuning "
              f"m = {args.centers} centers, one Gaussian lengthscale per feature and the penalty "
              f"with Adam (lr {args.lr}, at most {args.epochs} epochs, the early stopping of "
              f"`nyhopt.tune`);{sub} the paper's splits and preprocessing "
@@ -208,7 +214,7 @@ def main(argv=None):
              f"(this invocation: {timer.seconds / 60:.1f} min).")
     common.write_markdown(md, out / "small_scale.md", "Small-scale comparison of the objectives",
                           notes, script=Path(__file__).name)
-    plot(out / "small_scale.png", long, args.datasets, args.objectives)
+    plot(out / "small_scale.png", long, datasets, args.objectives)
     common.log(args, md)
     return long
 

@@ -224,7 +224,8 @@ class _NystromBase:
         elif isinstance(self.kernel, str):
             kernel = make_kernel(self.kernel)
         elif isinstance(self.kernel, Kernel):
-            kernel = make_kernel(self.kernel).with_lengthscale(self.kernel.lengthscale)  # a copy
+            ell = self.kernel.lengthscale
+            kernel = make_kernel(self.kernel).with_lengthscale(ell.copy() if hasattr(ell, "copy") else ell)
         else:
             raise TypeError(f"kernel must be None, a kernel name or a Kernel instance, got {self.kernel!r}")
         return solver, penalty, tol, int(mi), kernel

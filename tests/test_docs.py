@@ -47,6 +47,17 @@ def test_public_name_has_docstring_with_example(qualname, obj):
         assert "Examples" in doc and ">>>" in doc, f"{qualname}: docstring has no Examples section"
 
 
+def test_rst_markup_hook():
+    spec = importlib.util.spec_from_file_location("rst_markup", DOCS / "_hooks" / "rst_markup.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    assert hook.rewrite("see :func:<code>f</code> and :class:<code>C</code>") == "see <code>f</code> and <code>C</code>"
+    assert hook.rewrite(":math:<code>a &gt; b</code>") == '<span class="arithmatex">\\(a &gt; b\\)</span>'
+    block = hook.rewrite("<p>.. math::\n    x &amp;= 1 \\\\\n    y &amp;= 2</p>")
+    assert block.startswith('<div class="arithmatex">\\[\\begin{aligned}') and block.endswith("\\]</div>")
+    assert hook.rewrite("<p>plain</p>") == "<p>plain</p>"
+
+
 def test_every_public_name_is_in_the_api_reference():
     api = (DOCS / "api.md").read_text()
     for qualname, obj in _public_objects():

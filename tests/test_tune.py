@@ -182,11 +182,12 @@ def test_classification_auto_and_labels():
     y3 = np.array(["a", "b", "c"])[(X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5).astype(int)]
     res = _quick(X, y3, centers=30, epochs=8, validation=0.25)
     assert res.task == "classification" and res.objective.p == 3
+    assert res.objective.noise_variance == pytest.approx(1 / 3)  # one-hot: s2 = 1/K by default
     assert set(np.unique(res.model.predict(X))) <= {"a", "b", "c"}
     assert res.history.validation_error[-1] < 0.3
     y2 = (X[:, 0] > 0).astype(int)
     res = _quick(X, y2, centers=30)
-    assert res.task == "classification" and res.objective.p == 1
+    assert res.task == "classification" and res.objective.p == 1 and res.objective.noise_variance == 1.0
     np.testing.assert_array_equal(np.unique(res.objective.Y), [-1.0, 1.0])
     res = _quick(X, y2, task="regression")
     assert res.task == "regression"
@@ -202,8 +203,10 @@ def test_multi_output_regression(toy):
 
 def test_objective_options_passthrough(toy):
     X, y = toy
-    res = _quick(X, y, objective="holdout", objective_options={"val_fraction": 0.5}, epochs=1)
-    assert res.objective.name == "holdout"
+    opts = {"val_fraction": 0.5, "noise_variance": 0.25}
+    res = _quick(X, y, objective="holdout", objective_options=opts, epochs=1)
+    assert res.objective.name == "holdout" and res.objective.noise_variance == 0.25
+    assert opts == {"val_fraction": 0.5, "noise_variance": 0.25}  # not modified
     with pytest.raises(ValueError, match="unknown option"):
         _quick(X, y, objective_options={"bogus": 1})
 

@@ -86,7 +86,9 @@ def direct_solve(kernel, X, Z, Y, penalty):
 
     f64 = np.float64
     Kmm = kernel_matrix(kernel, Z.astype(f64, copy=False))
-    Lt = cholesky_upper(add_to_diagonal(Kmm, jitter(X.dtype), xp), xp, "Kmm + eps*I")  # L^T
+    add_to_diagonal(Kmm, jitter(X.dtype), xp, overwrite=True)
+    Lt = cholesky_upper(Kmm, xp, "Kmm + eps*I", overwrite=True)  # L^T
+    del Kmm
     G = xp.zeros((m, m), dtype=f64)
     AY = xp.zeros((m, Y.shape[1]), dtype=f64)
     b = block_rows(n, m, 8, n_temps=4, per_row=Y.shape[1])
@@ -96,6 +98,7 @@ def direct_solve(kernel, X, Z, Y, penalty):
         Ab = solve_triangular(Lt, Kb.T, xp, trans=True)  # L^{-1} K_b^T, (m, b)
         G += Ab @ Ab.T
         AY += Ab @ Y[sl].astype(f64, copy=False)
-    Ct = cholesky_upper(add_to_diagonal(G, n * penalty, xp), xp, "A A^T + n*penalty*I")  # C^T
+    add_to_diagonal(G, n * penalty, xp, overwrite=True)
+    Ct = cholesky_upper(G, xp, "A A^T + n*penalty*I", overwrite=True)  # C^T
     w = solve_triangular(Ct, solve_triangular(Ct, AY, xp, trans=True), xp)  # (C C^T)^{-1} A Y
     return solve_triangular(Lt, w, xp)  # L^{-T} w

@@ -119,11 +119,15 @@ class FalkonPreconditioner:
         self.m = Z.shape[0]
         self.xp = xp
         self.eps = jitter(Z.dtype if dtype is None else dtype)
+        # at most two m x m float64 arrays alive at a time (factorizations in place)
         Kmm = kernel_matrix(kernel, Z.astype(np.float64, copy=False))
-        self.T = cholesky_upper(add_to_diagonal(Kmm, self.eps * self.m, xp), xp, "Kmm + eps*m*I")
+        add_to_diagonal(Kmm, self.eps * self.m, xp, overwrite=True)
+        self.T = cholesky_upper(Kmm, xp, "Kmm + eps*m*I", overwrite=True)
+        del Kmm
         TTt = self.T @ self.T.T
         TTt /= self.m
-        self.A = cholesky_upper(add_to_diagonal(TTt, self.penalty, xp), xp, "T T^T/m + penalty*I")
+        add_to_diagonal(TTt, self.penalty, xp, overwrite=True)
+        self.A = cholesky_upper(TTt, xp, "T T^T/m + penalty*I", overwrite=True)
 
     def apply(self, V):
         r""":math:`P V = n^{-1/2} T^{-1} A^{-1} V`."""
@@ -276,9 +280,10 @@ def falkon_solve(kernel, X, Z, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None,
         b = precond.apply_transpose(rhs)
     cg = conjugate_gradient(W, b, x0=beta0, tol=tol, maxiter=maxiter, xp=xp, r0=r0)
     if warn and not cg.converged:
+        why = "maxiter" if cg.iterations >= maxiter else "a breakdown (W not positive definite in floating point)"
         warnings.warn(
-            f"Falkon CG stopped after {cg.iterations} iterations (maxiter={maxiter}) with relative "
-            f"residual {cg.residual_norms[-1]:.3g} > tol={tol:.3g}; increase maxiter or tol",
+            f"Falkon CG stopped at {why} after {cg.iterations} iterations (maxiter={maxiter}) with "
+            f"relative residual {cg.residual_norms[-1]:.3g} > tol={tol:.3g}; increase maxiter or tol",
             ConvergenceWarning,
             stacklevel=2,
         )
