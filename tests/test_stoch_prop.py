@@ -429,7 +429,11 @@ def test_registry_builds_it_with_options(rng):
                             n_rows=30, random_state=0)
     assert isinstance(obj, StochasticProp) and obj.name == "stoch-prop"
     assert obj.probes.n_vectors == 7 and obj.kernel.kind == "matern52"
-    assert set(obj.terms(params)) == {"effective_dimension", "data_fit", "trace"}
+    terms = obj.terms(params)
+    assert set(terms) == {"effective_dimension", "data_fit", "trace"}
+    value, _ = obj.value_and_grad(params)
+    assert obj.last_terms.keys() == terms.keys()
+    assert sum(obj.last_terms.values()) == pytest.approx(value, rel=1e-14)
 
 
 @pytest.mark.gpu

@@ -123,9 +123,9 @@ from ._trace import (
 __all__ = ["StochasticProp", "SolveRecord", "DEFAULT_TOL", "DEFAULT_MAXITER"]
 
 #: Default relative residual tolerance of the Falkon solve (see docs/stochastic.md).
-DEFAULT_TOL = 1e-3
+DEFAULT_TOL = 1e-4
 #: Default maximal number of CG iterations per step.
-DEFAULT_MAXITER = 100
+DEFAULT_MAXITER = 200
 
 _NORMALIZATIONS = ("released", "paper")
 _TRACE_ESTIMATORS = ("rows", "hutchinson")
@@ -228,9 +228,11 @@ class StochasticProp(Objective):
         Rows :math:`q` for the row-sampling estimate of :math:`T`; default
         ``min(n, max(m, 1000))``.  The rows are the first ``q`` of a random
         permutation drawn at construction.
-    tol : float, default 1e-3
-        Relative residual tolerance of the Falkon CG solve.
-    maxiter : int, default 100
+    tol : float, default 1e-4
+        Relative residual tolerance of the Falkon CG solve (the choice is
+        explained in ``docs/stochastic.md``: the gradient needs it, the value
+        would be accurate with much less).
+    maxiter : int, default 200
         Maximal CG iterations per step; a step that reaches it returns its
         (finite) estimate, warns with a ``ConvergenceWarning`` and records it
         in :attr:`last_solve`.
@@ -260,6 +262,9 @@ class StochasticProp(Objective):
         The fixed probes of :math:`D` (None for Hutch++ until the first evaluation).
     last_solve : SolveRecord or None
         Record of the Falkon solve of the last evaluation.
+    last_terms : dict or None
+        The named terms of the last evaluation (what :meth:`terms` would
+        return there, without another solve).
 
     Notes
     -----
@@ -352,12 +357,14 @@ class StochasticProp(Objective):
         self._beta = None
         self._rows_cache = None
         self.last_solve = None
+        self.last_terms = None
 
     # -- state --------------------------------------------------------------------------------
     def reset(self):
         """Forget the warm start (and the Hutch++ sketch, rebuilt at the next evaluation)."""
         self._beta = None
         self.last_solve = None
+        self.last_terms = None
         if self.effective_dimension_estimator == "hutch++":
             self.probes = None
             self._W = None
@@ -466,6 +473,7 @@ class StochasticProp(Objective):
             "data_fit": scale * F,
             "trace": scale * F * T / kappa,
         }
+        self.last_terms = dict(terms)
         if not ctx.need_grad:
             return Evaluation(terms, None)
 

@@ -229,20 +229,72 @@ def _kernel_matrix(kind, X, ell, Zt, out, nch):
                 out[i, j] = s[j]
 
 
+@numba.njit(**_LOOP)
+def _profile_rows4(kind, X, i, hi, ell, Zt, s0, s1, s2, s3):
+    """``phi`` rows of ``X[i : i + 4]`` into ``s0..s3``; returns how many are real.
+
+    Rows at or past ``hi`` repeat row ``hi - 1`` (their weights are set to 0
+    by the callers), so the contractions below can always take four rows.
+    """
+    last = hi - 1
+    _sqdist_row(X, i, ell, Zt, s0)
+    _sqdist_row(X, min(i + 1, last), ell, Zt, s1)
+    _sqdist_row(X, min(i + 2, last), ell, Zt, s2)
+    _sqdist_row(X, min(i + 3, last), ell, Zt, s3)
+    _profile_row(kind, s0)
+    _profile_row(kind, s1)
+    _profile_row(kind, s2)
+    _profile_row(kind, s3)
+    return min(4, hi - i)
+
+
+@numba.njit(**_LOOP)
+def _weights4(A, i, q, nr):
+    """``A[i + r, q]`` as float64 for r < nr, 0 for the padding rows."""
+    w0 = np.float64(A[i, q])
+    w1 = np.float64(A[i + 1, q]) if nr > 1 else 0.0
+    w2 = np.float64(A[i + 2, q]) if nr > 2 else 0.0
+    w3 = np.float64(A[i + 3, q]) if nr > 3 else 0.0
+    return w0, w1, w2, w3
+
+
+@numba.njit(**_LOOP)
+def _dots4(Vt, q, s0, s1, s2, s3):
+    """``(s_r . Vt[q])`` for the four rows: one pass over ``Vt[q]``."""
+    t0 = t1 = t2 = t3 = 0.0
+    for j in range(Vt.shape[1]):
+        v = Vt[q, j]
+        t0 += s0[j] * v
+        t1 += s1[j] * v
+        t2 += s2[j] * v
+        t3 += s3[j] * v
+    return t0, t1, t2, t3
+
+
+@numba.njit(**_LOOP)
+def _rank4_update(a, q, w0, w1, w2, w3, s0, s1, s2, s3):
+    """``a[q, :] += sum_r w_r s_r``: one load and store of ``a`` for four rows."""
+    for j in range(a.shape[1]):
+        a[q, j] += w0 * s0[j] + w1 * s1[j] + w2 * s2[j] + w3 * s3[j]
+
+
 @numba.njit(**_PAR)
 def _kmv(kind, X, ell, Zt, Vt, out, nch):
     n, m, nv = X.shape[0], Zt.shape[1], Vt.shape[0]
     for c in prange(nch):
         lo, hi = _chunk(c, nch, n)
-        s = np.empty(m)
-        for i in range(lo, hi):
-            _sqdist_row(X, i, ell, Zt, s)
-            _profile_row(kind, s)
+        s0, s1, s2, s3 = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
+        for i in range(lo, hi, 4):
+            nr = _profile_rows4(kind, X, i, hi, ell, Zt, s0, s1, s2, s3)
             for q in range(nv):
-                acc = 0.0
-                for j in range(m):
-                    acc += s[j] * Vt[q, j]
-                out[i, q] = acc
+                t0, t1, t2, t3 = _dots4(Vt, q, s0, s1, s2, s3)
+                out[i, q] = t0
+                if nr > 1:
+                    out[i + 1, q] = t1
+                if nr > 2:
+                    out[i + 2, q] = t2
+                if nr > 3:
+                    out[i + 3, q] = t3
 
 
 @numba.njit(**_PAR)
@@ -250,15 +302,13 @@ def _kmtv(kind, X, ell, Zt, U, acc, nch):
     n, m, nu = X.shape[0], Zt.shape[1], U.shape[1]
     for c in prange(nch):
         lo, hi = _chunk(c, nch, n)
-        s = np.empty(m)
+        s0, s1, s2, s3 = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
         a = acc[c]
-        for i in range(lo, hi):
-            _sqdist_row(X, i, ell, Zt, s)
-            _profile_row(kind, s)
+        for i in range(lo, hi, 4):
+            nr = _profile_rows4(kind, X, i, hi, ell, Zt, s0, s1, s2, s3)
             for q in range(nu):
-                u = np.float64(U[i, q])
-                for j in range(m):
-                    a[q, j] += u * s[j]
+                u0, u1, u2, u3 = _weights4(U, i, q, nr)
+                _rank4_update(a, q, u0, u1, u2, u3, s0, s1, s2, s3)
 
 
 @numba.njit(**_PAR)
@@ -266,21 +316,19 @@ def _normal(kind, X, ell, Zt, Vt, U, acc, accu, nch):
     n, m, nv, nu = X.shape[0], Zt.shape[1], Vt.shape[0], U.shape[1]
     for c in prange(nch):
         lo, hi = _chunk(c, nch, n)
-        s = np.empty(m)
+        s0, s1, s2, s3 = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
         a, au = acc[c], accu[c]
-        for i in range(lo, hi):
-            _sqdist_row(X, i, ell, Zt, s)
-            _profile_row(kind, s)
+        for i in range(lo, hi, 4):
+            nr = _profile_rows4(kind, X, i, hi, ell, Zt, s0, s1, s2, s3)
             for q in range(nv):
-                t = 0.0
-                for j in range(m):
-                    t += s[j] * Vt[q, j]
-                for j in range(m):
-                    a[q, j] += t * s[j]
+                t0, t1, t2, t3 = _dots4(Vt, q, s0, s1, s2, s3)
+                t1 = t1 if nr > 1 else 0.0
+                t2 = t2 if nr > 2 else 0.0
+                t3 = t3 if nr > 3 else 0.0
+                _rank4_update(a, q, t0, t1, t2, t3, s0, s1, s2, s3)
             for q in range(nu):
-                u = np.float64(U[i, q])
-                for j in range(m):
-                    au[q, j] += u * s[j]
+                u0, u1, u2, u3 = _weights4(U, i, q, nr)
+                _rank4_update(au, q, u0, u1, u2, u3, s0, s1, s2, s3)
 
 
 @numba.njit(**_LOOP)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import to_numpy
+from ..backend import get_namespace, to_numpy
 from ..ops import kmv
 from ._targets import TargetEncoding, decode_predictions
 
@@ -40,12 +40,20 @@ def solve_alpha(kernel, X, Z, Y, penalty, solver):
 
 
 def prediction_error(pred, truth, task) -> float:
-    """RMSE (regression, over all outputs) or fraction of wrong labels (classification)."""
-    pred, truth = to_numpy(pred), to_numpy(truth)
+    """RMSE (regression, over all outputs) or fraction of wrong labels (classification).
+
+    Computed on the device of ``pred`` when ``truth`` lives there too.
+    """
+    if not hasattr(truth, "shape"):
+        truth = np.asarray(truth)
+    xp = get_namespace(pred)
+    if get_namespace(truth) is not xp:  # e.g. text labels on the host
+        pred, truth = to_numpy(pred), to_numpy(truth)
+        xp = np
     if task == "regression":
-        diff = np.asarray(pred, dtype=np.float64).reshape(truth.shape) - np.asarray(truth, dtype=np.float64)
-        return float(np.sqrt(np.mean(diff * diff)))
-    return float(np.mean(np.asarray(pred).reshape(-1) != np.asarray(truth).reshape(-1)))
+        diff = pred.astype(xp.float64).reshape(truth.shape) - truth.astype(xp.float64)
+        return float(xp.sqrt(xp.mean(diff * diff)))
+    return float(xp.mean(pred.reshape(-1) != truth.reshape(-1)))
 
 
 class ErrorTracker:

@@ -66,6 +66,18 @@ class TuneResult(NamedTuple):
         ``"regression"`` or ``"classification"``.
     elapsed : float
         Wall-clock seconds of the whole call.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 2)); y = np.where(X[:, 0] > 0, "yes", "no")
+    >>> res = nh.tune(X, y, centers=10, epochs=5, progress=False)
+    >>> res.task, res.stop_reason, len(res.history), res.model.classes_.tolist()
+    ('classification', 'epochs', 6, ['no', 'yes'])
+    >>> res.params.penalty == res.history[res.best_epoch].penalty
+    True
     """
 
     model: object
