@@ -69,7 +69,7 @@ def main(argv=None):
              f"lengthscale {DEMO_INIT['lengthscale']:g}, noise variance 1/10 (tune's default for one-hot "
              "targets; the `nyhopt demo` settings); the test split is "
              "20% of the 1797 images, drawn per seed. Times are wall-clock seconds of `tune` "
-             "(tuning and the final fit).")
+             "(tuning and the final fit), BLAS limited to one thread as in the demo.")
     write_markdown(markdown_table(rows, COLUMNS), out_dir / "digits_seeds.md",
                    "digits demo over seeds", notes=notes, script="examples/digits_seeds.py")
     return rows

@@ -25,7 +25,14 @@ _state = threading.local()
 
 
 def get_memory_budget() -> int:
-    """Memory budget in bytes for the temporaries of one row block."""
+    """Memory budget in bytes for the temporaries of one row block.
+
+    Examples
+    --------
+    >>> import nyhopt as nh
+    >>> nh.get_memory_budget() // 2**20
+    256
+    """
     return getattr(_state, "budget", _DEFAULT_BUDGET)
 
 
@@ -36,6 +43,19 @@ def set_memory_budget(nbytes: int) -> None:
     ----------
     nbytes : int
         Positive number of bytes; ``None`` restores the default (256 MiB).
+
+    Raises
+    ------
+    ValueError
+        If ``nbytes`` is not a positive integer.
+
+    Examples
+    --------
+    >>> import nyhopt as nh
+    >>> nh.set_memory_budget(64 * 2**20)
+    >>> nh.get_memory_budget() // 2**20
+    64
+    >>> nh.set_memory_budget(None)        # back to the default
     """
     if nbytes is None:
         nbytes = _DEFAULT_BUDGET
@@ -46,7 +66,18 @@ def set_memory_budget(nbytes: int) -> None:
 
 @contextlib.contextmanager
 def memory_budget(nbytes: int):
-    """Context manager that sets the memory budget temporarily."""
+    """Context manager that sets the memory budget temporarily.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> X = np.random.default_rng(0).standard_normal((1000, 3))
+    >>> with nh.memory_budget(2**16):     # 64 KiB: many small row blocks
+    ...     v = nh.ops.kmv(nh.GaussianKernel(1.0), X, X[:10], np.ones(10))
+    >>> v.shape
+    (1000,)
+    """
     old = get_memory_budget()
     set_memory_budget(nbytes)
     try:

@@ -306,11 +306,19 @@ class NystromKRR(_NystromBase):
         Relative residual tolerance of Falkon CG.
     random_state : None, int, numpy Generator or RandomState
         Seed of the random choice of centers.
+    normalize_y : bool, default False
+        Standardize each target column with its training mean and standard
+        deviation before solving, and map predictions back
+        (:math:`\mu + \sigma k(x, Z)\alpha`); a constant column is only centered.
+        This is how the paper fits after tuning on standardized labels.
 
     Attributes
     ----------
     alpha_ : array, shape (m,) or (m, p)
-        Coefficients (float64), on the device of the training data.
+        Coefficients (float64), on the device of the training data, for the
+        standardized targets when ``normalize_y`` is True.
+    y_mean_, y_scale_ : numpy.ndarray of shape (p,)
+        Target statistics (0 and 1 when ``normalize_y`` is False).
     centers_ : array, shape (m, d)
         The centers used, in the dtype of the training data.
     kernel_ : Kernel
@@ -343,6 +351,12 @@ class NystromKRR(_NystromBase):
 
     _estimator_type = "regressor"
 
+    def __init__(self, kernel=None, penalty=1e-6, centers=100, solver="falkon", maxiter=100, tol=1e-7,
+                 random_state=None, normalize_y=False):
+        super().__init__(kernel=kernel, penalty=penalty, centers=centers, solver=solver, maxiter=maxiter,
+                         tol=tol, random_state=random_state)
+        self.normalize_y = normalize_y
+
     def fit(self, X, y):
         """Fit the model.
 
@@ -361,13 +375,29 @@ class NystromKRR(_NystromBase):
         y = _as_array(y, "y")
         get_namespace(X, y)
         Y, was_1d = check_targets(y, "y", X.shape[0], xp, dtype=X.dtype)
+        p = Y.shape[1]
+        mean, scale = np.zeros(p), np.ones(p)
+        if self.normalize_y:
+            Y64 = Y.astype(xp.float64)
+            mean = np.asarray(Y64.mean(axis=0).tolist(), dtype=np.float64)
+            std = np.asarray(Y64.std(axis=0).tolist(), dtype=np.float64)
+            scale = np.where(std > 0, std, 1.0)
+            Y = ((Y64 - xp.asarray(mean)) / xp.asarray(scale)).astype(X.dtype)
         alpha = self._fit_targets(X, Y, xp)
         self.alpha_ = alpha[:, 0] if was_1d else alpha
+        self.y_mean_, self.y_scale_ = mean, scale
         return self
 
     def predict(self, X):
-        """Predictions :math:`k(X, Z)\\alpha`, shape (n,) or (n, p), same array type as ``X``."""
-        return self._decision(X)
+        """Predictions :math:`k(X, Z)\\alpha` (mapped back when ``normalize_y``), shape (n,) or (n, p),
+        same array type as ``X``."""
+        f = self._decision(X)
+        if not self.normalize_y:
+            return f
+        xp = get_namespace(f)
+        if f.ndim == 1:
+            return f * f.dtype.type(self.y_scale_[0]) + f.dtype.type(self.y_mean_[0])
+        return f * xp.asarray(self.y_scale_, dtype=f.dtype) + xp.asarray(self.y_mean_, dtype=f.dtype)
 
     def score(self, X, y, sample_weight=None):
         """Coefficient of determination :math:`R^2` (averaged over outputs), as scikit-learn.

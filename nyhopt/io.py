@@ -260,7 +260,7 @@ def _host64(a):
 def _model_state(model) -> dict:
     """The arrays that describe a fitted estimator (see the module notes)."""
     name = type(model).__name__
-    if name not in _ESTIMATORS and name != "NormalizedNystromKRR":
+    if name not in _ESTIMATORS:
         raise ValueError(f"cannot save a {name}; expected one of {list(_ESTIMATORS)}")
     hyper = name.startswith("Hyperopt")
     inner = getattr(model, "model_", None) if hyper else model
@@ -270,12 +270,12 @@ def _model_state(model) -> dict:
     d = int(inner.n_features_in_)
     was_1d = alpha.ndim == 1
     p = 1 if was_1d else alpha.shape[1]
-    y_mean = np.asarray(getattr(inner, "y_mean_", np.zeros(p)), dtype=np.float64).reshape(-1)
-    y_scale = np.asarray(getattr(inner, "y_scale_", np.ones(p)), dtype=np.float64).reshape(-1)
-    x_mean = np.asarray(getattr(model, "x_mean_", np.zeros(d)), dtype=np.float64)
-    x_scale = np.asarray(getattr(model, "x_scale_", np.ones(d)), dtype=np.float64)
+    y_mean = _host64(getattr(inner, "y_mean_", np.zeros(p))).reshape(-1)
+    y_scale = _host64(getattr(inner, "y_scale_", np.ones(p))).reshape(-1)
+    x_mean = _host64(getattr(model, "x_mean_", np.zeros(d))).reshape(-1)
+    x_scale = _host64(getattr(model, "x_scale_", np.ones(d))).reshape(-1)
     state = {
-        "estimator": np.array("NystromKRR" if name == "NormalizedNystromKRR" else name),
+        "estimator": np.array(name),
         "kernel": np.array(_kernel_name(inner.kernel_)),
         "lengthscale": inner.kernel_.lengthscale_array(d),
         "penalty": np.array(float(inner.penalty), dtype=np.float64),
@@ -318,14 +318,9 @@ def _inner_from_state(state, classifier):
         model.classes_ = np.asarray(state["classes"])
         alpha = alpha[:, 0] if alpha.shape[1] == 1 else alpha
     else:
-        if bool(state.get("normalize_y", False)):
-            from .optim.tune import regressor_class
-
-            model = regressor_class()(normalize_y=True, **kw)
-            model.y_mean_ = np.asarray(state["y_mean"], dtype=np.float64)
-            model.y_scale_ = np.asarray(state["y_scale"], dtype=np.float64)
-        else:
-            model = NystromKRR(**kw)
+        model = NystromKRR(normalize_y=bool(state.get("normalize_y", False)), **kw)
+        model.y_mean_ = np.asarray(state["y_mean"], dtype=np.float64)
+        model.y_scale_ = np.asarray(state["y_scale"], dtype=np.float64)
         alpha = alpha[:, 0] if bool(state["y_was_1d"]) else alpha
     model.kernel_ = kernel
     model.centers_ = centers

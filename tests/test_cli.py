@@ -168,3 +168,30 @@ def test_demo_runs_small(capsys):
     assert main(["demo", "--centers", "30", "--epochs", "1", "--quiet"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("test error:") and text.count("\n") == 1
+
+
+def test_features_option_and_python_saved_model(tmp_path, regression_csv, capsys):
+    import nyhopt as nh
+    from nyhopt.io import save_model
+
+    path, X, y = regression_csv
+    model = tmp_path / "f.npz"
+    assert main(["tune", path, "--target", "1", "--features", "x1,x3", "--centers", "10", "--epochs", "2",
+                 "--no-standardize", "--out", str(model), "--quiet"]) == 0
+    est = load_model(model)
+    assert est.n_features_in_ == 2 and not est.standardize
+    assert est.meta_["feature_names"].tolist() == ["x1", "x3"] and est.meta_["target_name"] == "price"
+    err = _error_run(["tune", path, "--target", "price", "--features", "x1,price"], capsys)
+    assert "also listed in --features" in err
+    # A model saved from Python has no column names: the CSV must have exactly its features.
+    plain = nh.NystromKRR(nh.GaussianKernel(1.0), penalty=1e-3, centers=10, random_state=0).fit(X[:, :2], y)
+    saved = save_model(tmp_path / "plain.npz", plain)
+    two = _write_csv(tmp_path / "two.csv", ["u", "v"], X[:4, :2].tolist())
+    out = tmp_path / "p2.csv"
+    assert main(["predict", saved, two, "--out", str(out)]) == 0
+    header, rows = _read_predictions(out)
+    assert header == ["prediction"]
+    np.testing.assert_array_equal([float(r[0]) for r in rows], plain.predict(X[:4, :2]))
+    assert "4 predictions written" in capsys.readouterr().err
+    err = _error_run(["predict", saved, path], capsys)
+    assert "expects 2 feature columns" in err

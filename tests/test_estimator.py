@@ -162,7 +162,7 @@ def test_params_clone_pickle(toy):
     params = model.get_params()
     assert params["kernel__lengthscale"] == 0.7 and params["penalty"] == 1e-3
     assert set(model.get_params(deep=False)) == {"kernel", "penalty", "centers", "solver", "maxiter", "tol",
-                                                 "random_state"}
+                                                 "random_state", "normalize_y"}
     model.set_params(kernel__lengthscale=0.9, penalty=1e-2)
     assert k.lengthscale == 0.9 and model.penalty == 1e-2
     with pytest.raises(ValueError, match="invalid parameter 'alpha'"):
@@ -344,3 +344,17 @@ def test_estimators_on_cupy():
     assert isinstance(clf.predict(cp.asarray(X)), cp.ndarray) and clf.score(cp.asarray(X), labels) > 0.8
     m32 = nh.NystromKRR(**{**kw, "tol": 1e-6}).fit(cp.asarray(X, dtype=cp.float32), cp.asarray(y, dtype=cp.float32))
     assert m32.predict(cp.asarray(X, dtype=cp.float32)).dtype == cp.float32
+
+
+def test_normalize_y_predicts_in_target_units(toy):
+    X, y = toy
+    shifted = 1000.0 + 50.0 * y
+    kw = dict(kernel=nh.GaussianKernel(0.7), penalty=1e-6, centers=20, solver="direct", random_state=0)
+    plain = nh.NystromKRR(**kw).fit(X, y)
+    model = nh.NystromKRR(normalize_y=True, **kw).fit(X, shifted)
+    assert model.y_mean_.shape == (1,) and model.y_scale_[0] > 0
+    # standardizing is an affine map of the targets: predictions follow it exactly
+    mu, sd = shifted.mean(), shifted.std()
+    expected = mu + sd * nh.NystromKRR(**kw).fit(X, (shifted - mu) / sd).predict(X)
+    np.testing.assert_allclose(model.predict(X), expected, rtol=1e-10)
+    assert np.array_equal(plain.y_mean_, np.zeros(1)) and np.array_equal(plain.y_scale_, np.ones(1))

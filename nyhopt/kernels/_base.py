@@ -52,6 +52,15 @@ class KernelGrad(NamedTuple):
         Gradient with respect to ``Z``, shape ``(m, d)``, float64.
     X : array or None
         Gradient with respect to ``X``, shape ``(n, d)``, float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> X, Z = np.zeros((4, 2)), np.ones((3, 2))
+    >>> g = nh.GaussianKernel(1.0).adjoint(X, Z, np.ones((4, 3)), wrt=("centers",))
+    >>> g.centers.shape, g.lengthscale is None
+    ((3, 2), True)
     """
 
     lengthscale: object
@@ -69,6 +78,26 @@ class Kernel:
     ----------
     lengthscale : float or array of shape (d,)
         One lengthscale for every feature, or one per feature.  Must be > 0.
+
+    Examples
+    --------
+    A new kernel only needs its profile; here :math:`\varphi(s) = 1/(1 + s)`
+    (the derivative is then :math:`-1/(1 + s)^2`):
+
+    >>> import numpy as np
+    >>> from nyhopt.kernels import Kernel
+    >>> class Cauchy(Kernel):
+    ...     kind = "cauchy"
+    ...     def profile(self, s, xp=np):
+    ...         return 1 / (1 + s)
+    ...     def profile_and_derivative(self, s, xp=np):
+    ...         k = 1 / (1 + s)
+    ...         return k, -k * k
+    >>> Cauchy(2.0)(np.zeros((1, 1)), np.full((1, 1), 2.0))
+    array([[0.5]])
+
+    (Fused Numba/CUDA paths know the built-in kinds only; set
+    ``nyhopt.ops.set_cpu_impl(None, "numpy")`` for a custom kernel.)
     """
 
     kind = "base"

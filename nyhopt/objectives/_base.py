@@ -305,6 +305,26 @@ class Objective:
         Shapes that do not match, NaN or infinity, a non-positive noise variance.
     TypeError
         Non-numeric data, NumPy and CuPy arrays mixed.
+
+    Notes
+    -----
+    Subclasses implement ``_evaluate`` (see the module docstring of
+    :mod:`nyhopt.objectives._base`); values and gradients of the objectives
+    are derived in ``docs/objectives.md``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(40, 2)); y = np.cos(X[:, 1])
+    >>> obj = nh.make_objective("creg", X, y)
+    >>> params = nh.Params.from_natural(1e-2, [1.0, 1.0], X[:5])
+    >>> value, grad = obj.value_and_grad(params, wrt=("penalty",))
+    >>> grad.log_lengthscale.tolist()        # not requested: zeros
+    [0.0, 0.0]
+    >>> bool(np.isclose(sum(obj.terms(params).values()), value))
+    True
     """
 
     name = "objective"

@@ -34,12 +34,12 @@ __all__ = [
 #: Implementation used on the CPU for each operation ("numpy" or "numba"),
 #: chosen by measurement (see asv_bench and docs/performance.md).
 CPU_IMPL = {
-    "kernel_matrix": "numpy",
-    "kmv": "numpy",
-    "kmtv": "numpy",
-    "normal_matvec": "numpy",
-    "adjoint_dense": "numpy",
-    "adjoint_lowrank": "numpy",
+    "kernel_matrix": "numba",
+    "kmv": "numba",
+    "kmtv": "numba",
+    "normal_matvec": "numba",
+    "adjoint_dense": "numba",
+    "adjoint_lowrank": "numba",
 }
 
 

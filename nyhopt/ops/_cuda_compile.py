@@ -153,9 +153,12 @@ def _wheel_nvrtc_libraries() -> list[str]:
 def load_nvrtc():
     """CuPy's low-level NVRTC binding, with a working NVRTC library behind it.
 
-    CuPy finds the library of the ``nvidia-cuda-nvrtc-cu12`` wheel by itself
-    in recent versions; otherwise the wheel's ``libnvrtc.so.12`` is loaded
-    with ``RTLD_GLOBAL`` first, so that CuPy's lookup by name succeeds.
+    The library of the ``nvidia-cuda-nvrtc-cu12`` wheel (a dependency of the
+    ``test`` and ``gpu`` extras), when installed, is loaded first with
+    ``RTLD_GLOBAL``: CuPy's own lookup of ``libnvrtc.so.12`` by name then
+    finds it whatever CuPy's version and search rules, with no environment
+    variable to set.  Without the wheel, CuPy's lookup (system CUDA toolkit,
+    ``CUDA_PATH``) is used as is.
 
     Returns
     -------
@@ -168,20 +171,18 @@ def load_nvrtc():
         If no NVRTC library can be loaded (message says what was tried).
     """
     errors = []
-    for lib in [None] + _wheel_nvrtc_libraries():
-        if lib is not None:
-            try:
-                ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
-            except OSError as exc:
-                errors.append(f"{lib}: {exc}")
-                continue
+    for lib in _wheel_nvrtc_libraries():
         try:
-            from cupy_backends.cuda.libs import nvrtc
+            ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+        except OSError as exc:
+            errors.append(f"{lib}: {exc}")
+    try:
+        from cupy_backends.cuda.libs import nvrtc
 
-            nvrtc.getVersion()
-            return nvrtc
-        except Exception as exc:  # ImportError, or the library was not found
-            errors.append(f"{'cupy default lookup' if lib is None else lib}: {exc}")
+        nvrtc.getVersion()
+        return nvrtc
+    except Exception as exc:  # ImportError, or the library was not found
+        errors.append(f"cupy_backends.cuda.libs.nvrtc: {exc}")
     raise RuntimeError(
         "no usable NVRTC library (install the 'nvidia-cuda-nvrtc-cu12' wheel, e.g. "
         "pip install -e .[test]); tried: " + "; ".join(errors)

@@ -6,8 +6,11 @@ row blocks sized by :func:`nyhopt.block_rows`, so temporaries are ``b x m``,
 never ``n x m``.
 
 Conventions: ``X`` (n, d) and ``Z`` (m, d) share a floating dtype; ``ell`` is
-the float64 lengthscale array of shape (1,) or (d,); block results are in the
-data dtype and adjoint sums are accumulated in float64 across blocks.
+the float64 lengthscale array of shape (1,) or (d,).  Accumulation precision:
+each block product runs in the data dtype (float32 GEMMs stay float32), but
+every sum *across* blocks (``K^T U``, ``K^T K V`` and the adjoint sums) is
+accumulated in float64 and cast back to the data dtype at the end, so the
+rounding error of float32 does not grow with the number of blocks.
 """
 from __future__ import annotations
 
@@ -90,10 +93,10 @@ def kmtv(kernel, X, Z, U, ell, xp):
     """``k(X, Z).T @ U`` for U of shape (n, k); result (m, k)."""
     Xs, Zs = scaled(X, ell, xp), scaled(Z, ell, xp)
     zz = xp.sum(Zs * Zs, axis=1)
-    out = xp.zeros((Z.shape[0], U.shape[1]), dtype=X.dtype)
+    out = xp.zeros((Z.shape[0], U.shape[1]), dtype=xp.float64)
     for sl in _blocks(X.shape[0], Z.shape[0], X.dtype.itemsize, per_row=U.shape[1]):
         out += kernel_block(kernel, Xs[sl], Zs, xp, zz).T @ U[sl]
-    return out
+    return out.astype(X.dtype, copy=False)
 
 
 def normal_matvec(kernel, X, Z, V, ell, xp, U=None):
@@ -103,15 +106,15 @@ def normal_matvec(kernel, X, Z, V, ell, xp, U=None):
     """
     Xs, Zs = scaled(X, ell, xp), scaled(Z, ell, xp)
     zz = xp.sum(Zs * Zs, axis=1)
-    out = xp.zeros((Z.shape[0], V.shape[1]), dtype=X.dtype)
-    outu = None if U is None else xp.zeros((Z.shape[0], U.shape[1]), dtype=X.dtype)
+    out = xp.zeros((Z.shape[0], V.shape[1]), dtype=xp.float64)
+    outu = None if U is None else xp.zeros((Z.shape[0], U.shape[1]), dtype=xp.float64)
     per_row = 2 * V.shape[1] + (0 if U is None else U.shape[1])
     for sl in _blocks(X.shape[0], Z.shape[0], X.dtype.itemsize, per_row=per_row):
         Kb = kernel_block(kernel, Xs[sl], Zs, xp, zz)
         out += Kb.T @ (Kb @ V)
         if U is not None:
             outu += Kb.T @ U[sl]
-    return out, outu
+    return out.astype(X.dtype, copy=False), None if U is None else outu.astype(X.dtype, copy=False)
 
 
 def _contract(W, Xs, Zs, ell, wrt, xp, acc):

@@ -35,7 +35,7 @@ from ._progress import ProgressBar, wants_progress
 from ._targets import encode_targets, resolve_task
 from ._tracking import ErrorTracker, choose_solver
 
-__all__ = ["tune", "TuneResult", "TuneRecord", "History", "FIELDS", "default_noise_variance", "regressor_class"]
+__all__ = ["tune", "TuneResult", "TuneRecord", "History", "FIELDS", "default_noise_variance"]
 
 #: Names accepted by ``freeze``.
 FIELDS = ("penalty", "lengthscale", "centers")
@@ -195,30 +195,15 @@ def _build_objective(objective, X, enc, kernel, random_state, options):
     return make_objective(objective, X, enc.Y, kernel=kernel, **options)
 
 
-def regressor_class():
-    """The regressor that standardizes its targets: ``NystromKRR(normalize_y=True)``.
-
-    Falls back to :class:`~nyhopt.optim._normalized.NormalizedNystromKRR` while
-    :class:`~nyhopt.NystromKRR` has no ``normalize_y`` option.
-    """
-    from ..estimator import NystromKRR
-
-    if "normalize_y" in NystromKRR._get_param_names():
-        return NystromKRR
-    from ._normalized import NormalizedNystromKRR  # pragma: no cover - until NystromKRR has it
-
-    return NormalizedNystromKRR
-
-
 def _final_model(task, kernel, params, X, y, dtype, solver):
-    from ..estimator import NystromKRRClassifier
+    from ..estimator import NystromKRR, NystromKRRClassifier
 
     kw = dict(kernel=kernel.with_lengthscale(params.lengthscale.copy()), penalty=params.penalty,
               centers=params.centers.astype(dtype, copy=True), solver=solver)
     if task == "classification":
         model = NystromKRRClassifier(**kw)
     else:
-        model = regressor_class()(normalize_y=True, **kw)
+        model = NystromKRR(normalize_y=True, **kw)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)  # column-vector y etc.
         return model.fit(X, y)
