@@ -51,6 +51,7 @@ __all__ = [
     "trace_knn",
     "logdet_M",
     "kmm_factor",
+    "solve_lower_inplace",
     "sym",
 ]
 
@@ -131,7 +132,7 @@ class Factors(NamedTuple):
     Attributes
     ----------
     At : array (n, m), data dtype
-        :math:`A^T = K L^{-T}` (C-contiguous).
+        :math:`A^T = K L^{-T}` (the transposed view of the C-contiguous ``A``).
     L : array (m, m), float64
         Lower Cholesky factor of :math:`K_{mm} + \\epsilon I`.
     S : array (m, m), float64
@@ -159,6 +160,24 @@ def kmm_factor(kernel, Z, xp):
     return cholesky(Kmm, xp)
 
 
+def solve_lower_inplace(L, B, xp):
+    """``B <- L^{-1} B`` for lower-triangular ``L`` (m, m) and ``B`` (m, n) C-contiguous.
+
+    On the CPU this is one BLAS ``trsm`` on the column-major ``(n, m)`` view of
+    ``B`` from the right (:math:`B^T \\leftarrow B^T L^{-T}`), in place; it
+    runs markedly faster than the left-side solve on the transposed layout.
+    """
+    if is_cupy_namespace(xp) or not B.flags.c_contiguous:
+        return tri_solve(L, B, xp)
+    from scipy.linalg import blas
+
+    trsm = blas.get_blas_funcs("trsm", (B,))
+    out = trsm(1.0, xp.asarray(L, dtype=B.dtype), B.T, side=1, lower=1, trans_a=1, overwrite_b=1)
+    if not np.shares_memory(out, B):  # pragma: no cover - BLAS wrapper copied b
+        B[...] = out.T
+    return B
+
+
 def factorize(kernel, X, Z, penalty, xp, L=None):
     """Factorize :math:`B = K^T K + n\\lambda(K_{mm} + \\epsilon I)` for the rows ``X``.
 
@@ -179,21 +198,15 @@ def factorize(kernel, X, Z, penalty, xp, L=None):
     n = X.shape[0]
     if L is None:
         L = kmm_factor(kernel, Z, xp)
-    K = kernel_matrix(kernel, X, Z)  # (n, m) C-contiguous, ours: overwritten by A^T
-    Ld = L if K.dtype == xp.float64 else L.astype(K.dtype)
-    # A = L^{-1} K^T: K.T is the column-major (m, n) view of K, solved in place.
-    A = tri_solve(Ld, K.T, xp, overwrite=True)
-    At = A.T
-    if not At.flags.c_contiguous:  # pragma: no cover - only if the solver copied
-        At = xp.ascontiguousarray(At)
-    S = (At.T @ At).astype(xp.float64)
-    S = sym(S)
+    # K^T = k(Z, X) (m, n), C-contiguous and ours: overwritten by A = L^{-1} K^T.
+    A = solve_lower_inplace(L, kernel_matrix(kernel, Z, X), xp)
+    S = sym((A @ A.T).astype(xp.float64))
     n_lam = float(n * penalty)
     M = S.copy()
     idx = xp.arange(M.shape[0])
     M[idx, idx] += n_lam
     C = cholesky(M, xp, what="A A^T + n*lam*I")
-    return Factors(At, L, S, C, n_lam, n)
+    return Factors(A.T, L, S, C, n_lam, n)
 
 
 class Fit(NamedTuple):

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from .._config import block_rows
 from ._base import Cotangents, Evaluation, Objective
-from ._exact import CotangentBuilder, factorize, fit, sym, tri_solve
+from ._exact import CotangentBuilder, factorize, fit, solve_lower_inplace, sym, tri_solve
 
 __all__ = ["LOOCV"]
 
@@ -79,7 +79,7 @@ class LOOCV(Objective):
         fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp)
         f = fit(fac, self.Y, xp)
         At = fac.At
-        Vt = tri_solve(fac.C.astype(At.dtype, copy=False), At.T, xp).T  # (n, m): V^T, V = C^{-1} A
+        Vt = solve_lower_inplace(fac.C, At.T.copy(), xp).T  # (n, m): V^T, V = C^{-1} A
         h = xp.einsum("ij,ij->i", Vt, Vt).astype(f64)
         one_minus_h = 1.0 - h
         r2 = xp.einsum("ij,ij->i", f.R, f.R).astype(f64)

@@ -7,17 +7,18 @@ decides per operation which of the two runs on NumPy data.
 How the loops are organised
 ---------------------------
 Rows of ``X`` are split into one contiguous chunk per Numba thread
-(``prange``).  A thread walks its rows one at a time and, for row ``i``,
-computes the whole row of scaled squared distances from coordinate
-differences,
+(``prange``).  A thread walks its rows and, for row ``i``, computes the whole
+row of scaled squared distances from coordinate differences,
 
 .. math:: s_{ij} = \\sum_k (X_{ik}/\\ell_k - Z_{jk}/\\ell_k)^2 ,
 
 in a buffer of length ``m`` (``Z`` is stored transposed and scaled, so the
 innermost loop runs over the centers ``j`` with unit stride and vectorizes),
 applies the profile :math:`\\varphi` or its derivative :math:`\\varphi'` in
-place, and immediately contracts the row with the operands.  Per thread the
-temporaries are ``O(m (d + k))`` numbers whatever ``n`` is, so the memory
+place, and immediately contracts the row with the operands.  The products
+with ``k`` columns take four rows at a time (one pass over a column of the
+operand serves four dot products, one update of an accumulator row serves
+four rank-one updates).  Per thread the temporaries are ``O(m (d + k))`` numbers whatever ``n`` is, so the memory
 budget of :func:`nyhopt.block_rows` never binds and no ``n x m`` (or
 ``b x m``) array exists except the dense outputs of :func:`kernel_matrix` and
 the dense cotangent the caller passes to :func:`adjoint_dense`.
