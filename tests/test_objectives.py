@@ -324,3 +324,15 @@ def test_cupy_matches_numpy(name):
     np.testing.assert_allclose(cp.asnumpy(gd.centers), g.centers, rtol=1e-7, atol=1e-10)
     np.testing.assert_allclose(gd.log_lengthscale, g.log_lengthscale, rtol=1e-7)
     assert float(gd.log_penalty) == pytest.approx(float(g.log_penalty), rel=1e-7)
+
+
+def test_last_terms_are_those_of_the_last_evaluation():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((60, 3))
+    y = np.sin(X[:, 0])
+    obj = nh.make_objective("prop", X, y, kernel="gaussian")
+    assert obj.last_terms is None
+    p = nh.Params.from_natural(penalty=1e-3, lengthscale=1.0, centers=X[:10])
+    value, _ = obj.value_and_grad(p)
+    assert obj.last_terms == obj.terms(p)
+    assert abs(sum(obj.last_terms.values()) - value) <= 1e-12 * abs(value)

@@ -341,6 +341,9 @@ class Objective:
         self.kernel = make_kernel(kernel)
         self.noise_variance = check_positive(noise_variance, "noise_variance")
         self.random_state = random_state
+        #: Named parts of the most recent evaluation (None before the first): free to
+        #: read, where :meth:`terms` evaluates again.
+        self.last_terms = None
 
     # -- public API -----------------------------------------------------------------
     def value(self, params) -> float:
@@ -417,6 +420,7 @@ class Objective:
     def _run(self, params, wrt, need_grad, return_ctx=False):
         ctx = self._context(params, wrt, need_grad)
         ev = self._evaluate(ctx)
+        self.last_terms = dict(ev.terms)
         if need_grad and ev.cotangents is None:
             raise RuntimeError(f"{type(self).__name__}._evaluate returned no cotangents")
         return (ctx, ev) if return_ctx else ev

@@ -411,7 +411,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
                 warnings.warn(f"tune: stopped at epoch {epoch}, non-finite objective; keeping the best point "
                               f"(epoch {best_epoch})", RuntimeWarning, stacklevel=2)
                 break
-            terms = obj.terms(params) if record_terms else {}
+            terms = dict(obj.last_terms or {}) if record_terms else {}
             train_err, val_err = tracker(params) if tracker is not None else (math.nan, math.nan)
             record = TuneRecord(epoch, float(value), terms, params.penalty, params.lengthscale,
                                 train_err, val_err, t_opt)
