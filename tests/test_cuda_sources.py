@@ -4,7 +4,10 @@
    wheel of the ``test`` extra) compiles each ``nyhopt/ops/_cuda/*.cu`` with
    every template instantiation the run time asks for, so a syntax or
    template error fails CI.  Where NVRTC cannot be loaded, ``nvcc`` is used;
-   with neither, the tests skip and say why.
+   with neither, the compile tests skip and say why, and
+   ``test_nvrtc_is_usable`` fails (the ``test`` extra installs NVRTC, so its
+   absence is a broken installation; set ``NYHOPT_ALLOW_NO_NVRTC=1`` to accept
+   it).
 2. The kernels are also *executed* on the host: the same source is compiled
    as C++20 with a small emulation of the CUDA built-ins used
    (``threadIdx``/``blockIdx``, ``__syncthreads``, ``__shfl_xor_sync``,

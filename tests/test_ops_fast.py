@@ -223,3 +223,32 @@ def test_public_dispatch_uses_numba(rng, monkeypatch):
     assert calls and got.shape == (X.shape[0],)
     monkeypatch.setitem(ops.CPU_IMPL, "kmv", "numpy")
     np.testing.assert_allclose(got, ops.kmv(kernel, X, Z, o["V"][:, 0]), rtol=1e-13, atol=1e-15)
+
+
+def test_thread_buffers_respect_the_memory_budget(rng):
+    """Per-thread accumulators count against the budget: fewer chunks when tight."""
+    import numba
+
+    assert _numba._n_chunks(10**6, 1000) == min(10**6, numba.get_num_threads())
+    assert _numba._n_chunks(3, 1000) <= 3
+    with nh.memory_budget(8 * 1000):
+        assert _numba._n_chunks(10**6, 1000) == 1
+    with nh.memory_budget(1):
+        assert _numba._n_chunks(10**6, 1000) == 1  # never 0
+
+
+def test_several_chunks_match_one_chunk(rng):
+    """The same results with one row chunk (tight budget) and one per thread."""
+    kernel, X, Z, ell, o = problem(rng, np.float64, "laplacian", n=211, k=3)
+    runs = []
+    for budget in (None, 64):
+        with nh.memory_budget(budget or nh.get_memory_budget()):
+            runs.append(
+                [
+                    _numba.kmtv(kernel, X, Z, o["U"], ell, np),
+                    *_numba.normal_matvec(kernel, X, Z, o["V"], ell, np, U=o["U"]),
+                    *_numba.adjoint_lowrank(kernel, X, Z, o["P"], o["Q"], ell, np, ALL),
+                ]
+            )
+    for a, b in zip(*runs):
+        close(a, b, 1e-14)

@@ -18,10 +18,12 @@ applies the profile :math:`\\varphi` or its derivative :math:`\\varphi'` in
 place, and immediately contracts the row with the operands.  The products
 with ``k`` columns take four rows at a time (one pass over a column of the
 operand serves four dot products, one update of an accumulator row serves
-four rank-one updates).  Per thread the temporaries are ``O(m (d + k))`` numbers whatever ``n`` is, so the memory
-budget of :func:`nyhopt.block_rows` never binds and no ``n x m`` (or
-``b x m``) array exists except the dense outputs of :func:`kernel_matrix` and
-the dense cotangent the caller passes to :func:`adjoint_dense`.
+four rank-one updates).  Per thread the temporaries are ``O(m (d + k))``
+numbers whatever ``n`` is: no ``n x m`` (or ``b x m``) array exists except
+the dense outputs of :func:`kernel_matrix` and the dense cotangent the caller
+passes to :func:`adjoint_dense`.  The per-thread buffers count against the
+memory budget (:func:`nyhopt.get_memory_budget`): when the buffers of all
+threads would not fit, fewer row chunks (threads) are used.
 
 Adjoints contract :math:`W_{ij} = G_{ij}\\,\\varphi'(s_{ij})` (with
 :math:`G_{ij} = P_i \\cdot Q_j` in the low-rank form) directly in the
@@ -72,6 +74,7 @@ from numba import prange
 from numba.core import types
 from numba.extending import intrinsic
 
+from .._config import get_memory_budget
 from ..kernels import KernelGrad
 from . import _reference
 
@@ -423,8 +426,12 @@ def _setup(kernel, X, Z, ell):
     return code, np.ascontiguousarray(X), ell_full, Zt
 
 
-def _n_chunks(n):
-    return max(1, min(n, numba.get_num_threads()))
+def _n_chunks(n, per_chunk):
+    """Number of row chunks: one per thread, fewer if the per-chunk buffers
+    (``per_chunk`` float64 numbers: row buffers and private accumulators)
+    would not fit the memory budget together."""
+    fit = get_memory_budget() // max(8 * per_chunk, 1)
+    return int(max(1, min(n, numba.get_num_threads(), fit)))
 
 
 def _t64(A):
@@ -443,7 +450,7 @@ def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False):
     if code is None:
         return _reference.kernel_matrix(kernel, X, Z, ell, xp, symmetric=symmetric)
     out = np.empty((X.shape[0], Zt.shape[1]), dtype=X.dtype)
-    _kernel_matrix(code, X, ell_full, Zt, out, _n_chunks(X.shape[0]))
+    _kernel_matrix(code, X, ell_full, Zt, out, _n_chunks(X.shape[0], Zt.shape[1]))
     return out
 
 
@@ -453,7 +460,7 @@ def kmv(kernel, X, Z, V, ell, xp):
     if code is None:
         return _reference.kmv(kernel, X, Z, V, ell, xp)
     out = np.empty((X.shape[0], V.shape[1]), dtype=X.dtype)
-    _kmv(code, X, ell_full, Zt, _t64(V), out, _n_chunks(X.shape[0]))
+    _kmv(code, X, ell_full, Zt, _t64(V), out, _n_chunks(X.shape[0], 4 * Zt.shape[1]))
     return out
 
 
@@ -462,7 +469,7 @@ def kmtv(kernel, X, Z, U, ell, xp):
     code, X, ell_full, Zt = _setup(kernel, X, Z, ell)
     if code is None:
         return _reference.kmtv(kernel, X, Z, U, ell, xp)
-    nch = _n_chunks(X.shape[0])
+    nch = _n_chunks(X.shape[0], (U.shape[1] + 4) * Zt.shape[1])
     acc = np.zeros((nch, U.shape[1], Zt.shape[1]))
     _kmtv(code, X, ell_full, Zt, np.ascontiguousarray(U), acc, nch)
     return acc.sum(axis=0).T.astype(X.dtype)
@@ -473,9 +480,9 @@ def normal_matvec(kernel, X, Z, V, ell, xp, U=None):
     code, X, ell_full, Zt = _setup(kernel, X, Z, ell)
     if code is None:
         return _reference.normal_matvec(kernel, X, Z, V, ell, xp, U=U)
-    nch = _n_chunks(X.shape[0])
     m = Zt.shape[1]
     Uc = np.zeros((X.shape[0], 0), dtype=X.dtype) if U is None else np.ascontiguousarray(U)
+    nch = _n_chunks(X.shape[0], (V.shape[1] + Uc.shape[1] + 4) * m)
     acc = np.zeros((nch, V.shape[1], m))
     accu = np.zeros((nch, Uc.shape[1], m))
     _normal(code, X, ell_full, Zt, _t64(V), Uc, acc, accu, nch)
@@ -496,7 +503,7 @@ def _adjoint(run, X, Zt, ell, ell_full, flags):
     need_z, need_ell, need_x = flags
     n, d = X.shape
     m = Zt.shape[1]
-    nch = _n_chunks(n)
+    nch = _n_chunks(n, (d if need_z else 0) * m + 2 * m + d)
     az = np.zeros((nch, d, m) if need_z else (nch, 0, 0))
     ae = np.zeros((nch, d))
     gx = np.empty((n, d) if need_x else (0, 0))
