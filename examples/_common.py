@@ -89,6 +89,14 @@ def write_csv(rows, columns, path: Path) -> Path:
     return path
 
 
+def append_csv(row, columns, path: Path) -> Path:
+    """Append one dict as a row to a CSV written by :func:`write_csv`."""
+    with open(path, "a", newline="") as fh:
+        csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore").writerow(
+            {c: row.get(c, "") for c in columns})
+    return path
+
+
 def read_csv(path: Path):
     """Read a CSV written by :func:`write_csv` (values as strings)."""
     with open(path, newline="") as fh:

@@ -119,10 +119,7 @@ def run(args, runs_path):
                     traceback.print_exc()
                     base.update({"test_error": float("nan"), "status": f"failed: {exc!r}"[:200]})
                 rows.append(base)
-                with open(runs_path, "a", newline="") as fh:
-                    import csv
-
-                    csv.DictWriter(fh, fieldnames=RUN_COLUMNS, extrasaction="ignore").writerow(base)
+                common.append_csv(base, RUN_COLUMNS, runs_path)
                 common.log(args, f"{name:12s} seed {seed} {objective:8s} "
                                  f"error {float(base['test_error']):.4f} "
                                  f"({float(base.get('seconds') or 0):.1f} s)")

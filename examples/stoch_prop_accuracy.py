@@ -21,9 +21,10 @@ Sweeps (each at the defaults except for the swept option):
 1. ``t`` in 10, 20, 50, 100 (10 seeds);
 2. the Falkon tolerance in 1e-1 ... 1e-6, with the whitened (default) and the
    direct gradient formula (5 seeds);
-3. the estimator of T: row sampling (default) or the paper's Hutchinson (10 seeds);
+3. the estimator of T: the paper's Hutchinson instead of row sampling (10 seeds),
+   and the number q of sampled rows (5 seeds);
 4. the estimator of D = Tr H at equal cost (t = 20 columns per solve):
-   Hutchinson, Rademacher probes, Hutch++ with 5 and 10 sketch columns (20 seeds).
+   Hutchinson, Rademacher probes, Hutch++ with 5 and 10 sketch columns (10 seeds).
 
 Writes ``stoch_prop_accuracy.{md,csv,png}`` into ``docs/results`` (``--quick``:
 a small version into ``docs/results/quick``).
@@ -43,7 +44,7 @@ import _common as common  # noqa: E402
 
 import nyhopt as nh  # noqa: E402
 from nyhopt.datasets import load_dataset  # noqa: E402
-from nyhopt.objectives.stoch_prop import DEFAULT_TOL, StochasticProp  # noqa: E402
+from nyhopt.objectives.stoch_prop import DEFAULT_MIN_ROWS, DEFAULT_TOL, StochasticProp  # noqa: E402
 from nyhopt.optim import adam  # noqa: E402
 from nyhopt.optim._init import initial_centers, median_heuristic  # noqa: E402
 
@@ -100,15 +101,16 @@ def evaluate(X, y, params, reference, seeds, **options):
 def sweeps(quick):
     s10 = list(range(3 if quick else 10))
     s5 = list(range(2 if quick else 5))
-    s20 = list(range(4 if quick else 20))
+    s20 = list(range(4 if quick else 10))
     out = []
     for t in ([10, 20] if quick else [10, 20, 50, 100]):
         out.append(("t", f"t={t}", s10, {"n_probes": t}))
     for tol in ([1e-1, 1e-3] if quick else [1e-1, 1e-2, 1e-3, 3e-4, 1e-4, 1e-6]):
         for form in ("whitened", "direct"):
             out.append(("tol", f"tol={tol:g} {form}", s5, {"tol": tol, "gradient": form}))
-    for est in ("rows", "hutchinson"):
-        out.append(("T", f"T by {est}", s10, {"trace_estimator": est}))
+    out.append(("T", "T by hutchinson", s10, {"trace_estimator": "hutchinson"}))
+    for q in ([500] if quick else [1000, 2000, 5000, 10000]):
+        out.append(("q", f"rows q={q}", s5, {"n_rows": q}))
     for label, opts in [("hutchinson gaussian", {}), ("hutchinson rademacher", {"probes": "rademacher"}),
                         ("hutch++ k=5", {"effective_dimension_estimator": "hutch++", "sketch_size": 5}),
                         ("hutch++ k=10", {"effective_dimension_estimator": "hutch++", "sketch_size": 10})]:
@@ -116,7 +118,7 @@ def sweeps(quick):
     return out
 
 
-def figure(rows, path):
+def figure(rows, path, m):
     plt = common.pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     for (ds, pt), style in zip(sorted({(r["dataset"], r["point"]) for r in rows}),
@@ -129,14 +131,30 @@ def figure(rows, path):
         tl = [r for r in sel if r["sweep"] == "tol" and r["setting"].endswith("whitened")]
         axes[2].plot([float(r["setting"].split()[0][4:]) for r in tl], [r["grad_err_median"] for r in tl], style,
                      label=f"{ds} {pt}")
+    ticks = sorted({int(r["setting"][2:]) for r in rows if r["sweep"] == "t"})
     axes[0].set(xscale="log", yscale="log", xlabel="probes t", ylabel="relative value error (median)")
     axes[1].set(xscale="log", yscale="log", xlabel="probes t", ylabel="1 - gradient cosine (median)")
+    for ax in axes[:2]:
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
     axes[2].set(xscale="log", yscale="log", xlabel="Falkon tolerance (t = 20)",
                 ylabel="relative gradient error (median)")
     axes[2].invert_xaxis()
     axes[1].legend(fontsize=7)
-    fig.suptitle("stoch-prop against exact L_Prop (m = 200)")
+    fig.suptitle(f"stoch-prop against exact L_Prop (m = {m})")
     common.save_figure(fig, path)
+
+
+def write_outputs(rows, out, args):
+    """The CSV, the markdown table and the figure."""
+    common.write_csv(rows, COLUMNS, out / f"{STEM}.csv")
+    notes = (f"Defaults: t = 20 Gaussian probes, T by row sampling on q = min(n, max(m, {DEFAULT_MIN_ROWS})) "
+             f"rows, Falkon tol = {DEFAULT_TOL:g}, whitened gradient. m = {args.centers} centers, "
+             f"at most {args.max_rows} rows. `D_err` is the relative error of the effective-dimension term. "
+             "Errors: median and worst over the seeds; cos: median and smallest.")
+    common.write_markdown(common.markdown_table(rows, COLUMNS), out / f"{STEM}.md",
+                          "stoch-prop accuracy", notes, script="examples/stoch_prop_accuracy.py")
+    figure(rows, out / f"{STEM}.png", args.centers)
 
 
 def main(argv=None):
@@ -145,10 +163,18 @@ def main(argv=None):
     parser.add_argument("--centers", type=int, default=200)
     parser.add_argument("--max-rows", type=int, default=10000, help="subset size for large datasets")
     parser.add_argument("--adam-steps", type=int, default=50)
+    parser.add_argument("--replot", action="store_true", help="only redraw the figure from the CSV")
     args = parser.parse_args(argv)
     if args.quick:
         args.centers, args.max_rows, args.adam_steps = 50, 1500, 5
     out = common.output_dir(args)
+    if args.replot:
+        rows = [dict(r) for r in common.read_csv(out / f"{STEM}.csv")]
+        for r in rows:
+            for key in COLUMNS[5:]:
+                r[key] = float(r[key])
+        write_outputs(rows, out, args)
+        return
     rows = []
     for name in args.datasets:
         X, y = load(name, args.max_rows, args.data_dir)
@@ -162,14 +188,7 @@ def main(argv=None):
                 rows.append(row)
                 common.log(args, f"{name:9s} {pname:7s} {label:24s} value err {row['value_err_median']:.2e} "
                                  f"cos {row['cos_median']:.4f} (min {row['cos_min']:.4f}) its {row['iterations']:.0f}")
-    common.write_csv(rows, COLUMNS, out / f"{STEM}.csv")
-    notes = (f"Defaults: t = 20 Gaussian probes, T by row sampling on q = min(n, max(m, 1000)) rows, "
-             f"Falkon tol = {DEFAULT_TOL:g}, whitened gradient. m = {args.centers} centers, "
-             f"at most {args.max_rows} rows. `D_err` is the relative error of the effective-dimension term. "
-             "Errors: median and worst over the seeds; cos: median and smallest.")
-    common.write_markdown(common.markdown_table(rows, COLUMNS), out / f"{STEM}.md",
-                          "stoch-prop accuracy", notes, script="examples/stoch_prop_accuracy.py")
-    figure(rows, out / f"{STEM}.png")
+    write_outputs(rows, out, args)
     common.log(args, f"wrote {out / STEM}.{{md,csv,png}}")
 
 

@@ -11,7 +11,6 @@ import sys
 
 import pytest
 
-import nyhopt
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -120,6 +120,11 @@ def as_generator(random_state) -> np.random.Generator:
     ------
     TypeError
         For anything else (the message names ``random_state``).
+
+    Examples
+    --------
+    >>> int(as_generator(3).integers(10)) == int(as_generator(3).integers(10))
+    True
     """
     if random_state is None or isinstance(random_state, np.random.Generator):
         return np.random.default_rng(random_state)
@@ -261,6 +266,13 @@ def weighted_quadratic_trace(probes: TraceProbes, AV, xp=None) -> float:
     """Return :math:`\\sum_j w_j v_j^\\top (A v_j)` given ``AV = A @ probes.vectors``.
 
     Accumulated in float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = TraceProbes(np.eye(3), np.ones(3), "hutchinson")   # exact with the unit vectors
+    >>> weighted_quadratic_trace(p, np.diag([1.0, 2.0, 3.0]) @ p.vectors)
+    6.0
     """
     V = probes.vectors
     if AV.shape != V.shape:
@@ -327,6 +339,12 @@ def sample_rows(n, q, rng=None) -> np.ndarray:
     """``q`` distinct row indices out of ``n``, drawn uniformly, sorted (int64, host).
 
     With ``q >= n`` every row is returned (the estimate becomes exact).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sample_rows(10, 3, np.random.default_rng(0)).shape, sample_rows(4, 9).tolist()
+    ((3,), [0, 1, 2, 3])
     """
     n = _check_count(n, "n")
     q = _check_count(q, "n_rows")

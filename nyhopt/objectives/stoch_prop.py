@@ -35,7 +35,7 @@ order and is available with ``value_form="plain"``).  Then
       \;(= \|Y\|^2 - \textstyle\sum_c q_c),
 
 and :math:`T` by row sampling on :math:`q` rows :math:`\mathcal Q`
-(default :math:`q = \min(n, \max(m, 1000))`), with
+(default :math:`q = \min(n, \max(m, 5000))`), with
 :math:`\tilde K_{mm} = K_{mm} + \epsilon I = L L^T`,
 
 .. math::
@@ -120,10 +120,20 @@ from ._trace import (
     hutchpp_probes,
 )
 
-__all__ = ["StochasticProp", "SolveRecord", "DEFAULT_TOL", "DEFAULT_MAXITER"]
+__all__ = [
+    "StochasticProp",
+    "SolveRecord",
+    "cholesky_adjoint",
+    "DEFAULT_TOL",
+    "DEFAULT_MAXITER",
+    "DEFAULT_MIN_ROWS",
+]
 
 #: Default relative residual tolerance of the Falkon solve (see docs/stochastic.md).
 DEFAULT_TOL = 1e-4
+#: Rows sampled for T unless ``n_rows`` is given: ``q = min(n, max(m, DEFAULT_MIN_ROWS))``
+#: (MATH.md suggested 1000; see docs/stochastic.md for why 5000).
+DEFAULT_MIN_ROWS = 5000
 #: Default maximal number of CG iterations per step.
 DEFAULT_MAXITER = 200
 
@@ -223,10 +233,10 @@ class StochasticProp(Objective):
         evaluation after construction or :meth:`reset` and then kept fixed
         (it is state, like the warm start).
     sketch_size : int, optional
-        Columns of the Hutch++ sketch (default ``n_probes // 2``).
+        Columns of the Hutch++ sketch (default ``n_probes // 2``, at most ``n``).
     n_rows : int, optional
         Rows :math:`q` for the row-sampling estimate of :math:`T`; default
-        ``min(n, max(m, 1000))``.  The rows are the first ``q`` of a random
+        ``min(n, max(m, 5000))``.  The rows are the first ``q`` of a random
         permutation drawn at construction.
     tol : float, default 1e-4
         Relative residual tolerance of the Falkon CG solve (the choice is
@@ -265,6 +275,19 @@ class StochasticProp(Objective):
     last_terms : dict or None
         The named terms of the last evaluation (what :meth:`terms` would
         return there, without another solve).
+
+    Raises
+    ------
+    ValueError
+        Bad shapes or values of ``X``/``y`` (from :class:`Objective`), and
+        any option outside its range, named in the message.
+    TypeError
+        Non-integer counts, a non-boolean ``warm_start``, a bad ``random_state``.
+
+    Warns
+    -----
+    ConvergenceWarning
+        When a Falkon solve stops at ``maxiter`` (the step still returns).
 
     Notes
     -----
@@ -333,10 +356,14 @@ class StochasticProp(Objective):
             raise TypeError(f"warm_start must be a bool, got {warm_start!r}")
         self.warm_start = bool(warm_start)
         if self.effective_dimension_estimator == "hutch++":
-            k = self.n_probes // 2 if sketch_size is None else _count(sketch_size, "sketch_size")
-            if not 1 <= k < self.n_probes:
+            if sketch_size is None:
+                k = max(1, min(self.n_probes // 2, self.n))
+            else:
+                k = _count(sketch_size, "sketch_size")
+            if not 1 <= k < self.n_probes or k > self.n:
                 raise ValueError(
-                    f"hutch++ needs 1 <= sketch_size < n_probes; got sketch_size={k}, n_probes={self.n_probes}"
+                    f"hutch++ needs 1 <= sketch_size < n_probes and sketch_size <= n; got sketch_size={k}, "
+                    f"n_probes={self.n_probes}, n={self.n}"
                 )
             self.sketch_size = k
         else:
@@ -385,7 +412,7 @@ class StochasticProp(Objective):
         self._beta = None
 
     def _rows(self, m):
-        q = min(self.n, max(m, 1000)) if self.n_rows is None else min(self.n, self.n_rows)
+        q = min(self.n, max(m, DEFAULT_MIN_ROWS)) if self.n_rows is None else min(self.n, self.n_rows)
         if self._rows_cache is None or self._rows_cache[0] != q:
             idx = np.sort(self._row_order[:q])
             self._rows_cache = (q, self.X[self.xp.asarray(idx)])

@@ -90,7 +90,10 @@ class FalkonPreconditioner:
     T, A : arrays, shape (m, m)
         Upper Cholesky factors, float64:
         :math:`T^T T = K_{mm} + \epsilon m I`, :math:`A^T A = T T^T/m + \lambda I`.
-    m, n, penalty, eps : the sizes, :math:`\lambda` and :math:`\epsilon`.
+    m, n : int
+        Number of centers and of data points.
+    penalty, eps : float
+        :math:`\lambda` and the jitter :math:`\epsilon`.
 
     Raises
     ------
