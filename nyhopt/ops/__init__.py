@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 #: Implementation used on the CPU for each operation ("numpy" or "numba"),
-#: chosen by measurement (see asv_bench and docs/performance.md).
+#: chosen by measurement (see asv_bench and docs/performance-ops.md).
 CPU_IMPL = {
     "kernel_matrix": "numba",
     "kmv": "numba",
