@@ -21,13 +21,13 @@ outputs, computed on the GPU.
 """
 from __future__ import annotations
 
-import inspect
 import sys
 import warnings
 
 import numpy as np
 
 from ._centers import select_centers
+from ._estimator_params import ParamsMixin
 from ._validation import check_matrix, check_positive, check_targets
 from .backend import get_namespace, is_cupy_namespace
 from .kernels import GaussianKernel, Kernel, make_kernel
@@ -124,7 +124,7 @@ def _check_fitted(est):
 # ----------------------------------------------------------------------------- common base
 
 
-class _NystromBase:
+class _NystromBase(ParamsMixin):
     """Parameters, fitting and prediction shared by the two estimators."""
 
     def __init__(self, kernel=None, penalty=1e-6, centers=100, solver="falkon", maxiter=100, tol=1e-7,
@@ -136,72 +136,6 @@ class _NystromBase:
         self.maxiter = maxiter
         self.tol = tol
         self.random_state = random_state
-
-    # -- scikit-learn parameter protocol -----------------------------------------------------
-    @classmethod
-    def _get_param_names(cls):
-        sig = inspect.signature(cls.__init__)
-        return sorted(p.name for p in sig.parameters.values() if p.name != "self")
-
-    def get_params(self, deep=True):
-        """Constructor parameters (and, with ``deep``, the kernel's as ``kernel__<name>``).
-
-        Parameters
-        ----------
-        deep : bool, default True
-
-        Returns
-        -------
-        dict
-        """
-        out = {}
-        for name in self._get_param_names():
-            value = getattr(self, name)
-            if deep and hasattr(value, "get_params") and not isinstance(value, type):
-                out.update((f"{name}__{k}", v) for k, v in value.get_params().items())
-            out[name] = value
-        return out
-
-    def set_params(self, **params):
-        """Set constructor parameters; ``kernel__lengthscale=...`` reaches into the kernel.
-
-        Returns
-        -------
-        self
-        """
-        valid = self._get_param_names()
-        nested = {}
-        for key, value in params.items():
-            name, _, sub = key.partition("__")
-            if name not in valid:
-                raise ValueError(f"invalid parameter {name!r} for {type(self).__name__}; valid: {valid}")
-            if sub:
-                nested.setdefault(name, {})[sub] = value
-            else:
-                setattr(self, name, value)
-        for name, sub_params in nested.items():
-            target = getattr(self, name)
-            if not hasattr(target, "set_params"):
-                raise ValueError(f"parameter {name!r} is {target!r}, which has no parameters to set")
-            target.set_params(**sub_params)
-        return self
-
-    def __repr__(self):
-        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
-        parts = []
-        for name in self._get_param_names():
-            value = getattr(self, name)
-            if getattr(value, "ndim", 0) > 0:  # an array: show its shape only
-                parts.append(f"{name}=<array of shape {tuple(value.shape)}>")
-                continue
-            default = defaults.get(name)
-            try:
-                same = type(value) is type(default) and bool(value == default)
-            except Exception:
-                same = False
-            if not same:
-                parts.append(f"{name}={value!r}")
-        return f"{type(self).__name__}({', '.join(parts)})"
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "alpha_")

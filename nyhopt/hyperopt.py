@@ -18,10 +18,10 @@ coordinates, :math:`\alpha` the N-KRR coefficients and
 """
 from __future__ import annotations
 
-import inspect
 
 import numpy as np
 
+from ._estimator_params import ParamsMixin
 from ._validation import check_matrix
 from .backend import get_namespace, to_numpy
 
@@ -44,7 +44,7 @@ def apply_standardization(X, mean, scale):
     return out.astype(X.dtype, copy=False)
 
 
-class _HyperoptBase:
+class _HyperoptBase(ParamsMixin):
     """Constructor parameters, fitting and the scikit-learn protocol (shared)."""
 
     _task = None
@@ -73,64 +73,6 @@ class _HyperoptBase:
         self.progress = progress
 
     # -- scikit-learn parameter protocol -------------------------------------------------
-    @classmethod
-    def _get_param_names(cls):
-        sig = inspect.signature(cls.__init__)
-        return sorted(p.name for p in sig.parameters.values() if p.name != "self")
-
-    def get_params(self, deep=True):
-        """Constructor parameters, as scikit-learn's ``get_params``.
-
-        Parameters
-        ----------
-        deep : bool, default True
-            Also return the kernel's parameters as ``kernel__<name>`` when
-            ``kernel`` is a Kernel instance.
-
-        Returns
-        -------
-        dict
-        """
-        out = {}
-        for name in self._get_param_names():
-            value = getattr(self, name)
-            if deep and hasattr(value, "get_params") and not isinstance(value, type):
-                out.update((f"{name}__{k}", v) for k, v in value.get_params().items())
-            out[name] = value
-        return out
-
-    def set_params(self, **params):
-        """Set constructor parameters, as scikit-learn's ``set_params``.
-
-        Returns
-        -------
-        self
-        """
-        valid = self._get_param_names()
-        for key, value in params.items():
-            name, _, sub = key.partition("__")
-            if name not in valid:
-                raise ValueError(f"invalid parameter {name!r} for {type(self).__name__}; valid: {valid}")
-            if sub:
-                getattr(self, name).set_params(**{sub: value})
-            else:
-                setattr(self, name, value)
-        return self
-
-    def __repr__(self):
-        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
-        parts = []
-        for name in self._get_param_names():
-            value = getattr(self, name)
-            try:
-                same = type(value) is type(defaults.get(name)) and bool(value == defaults.get(name))
-            except Exception:
-                same = False
-            if not same:
-                shown = f"<array of shape {tuple(value.shape)}>" if getattr(value, "ndim", 0) > 0 else repr(value)
-                parts.append(f"{name}={shown}")
-        return f"{type(self).__name__}({', '.join(parts)})"
-
     def __sklearn_is_fitted__(self):
         return hasattr(self, "model_")
 
