@@ -287,7 +287,9 @@ def test_falkon_warm_start_rhs_and_pass_count(protein, monkeypatch):
     rhs = k(X, Z).T @ Y
     given = falkon_solve(k, X, Z, None, 1e-4, tol=1e-9, maxiter=300, rhs=rhs)
     assert counts["kmtv"] == 0
-    np.testing.assert_allclose(given.alpha, cold.alpha, rtol=1e-8, atol=1e-10 * np.abs(cold.alpha).max())
+    # the two right-hand sides differ by rounding (dense GEMM vs fused block sums); CG stops at a
+    # relative residual of 1e-9, so the solutions agree to about cond(W) * 1e-9
+    np.testing.assert_allclose(given.alpha, cold.alpha, rtol=1e-6, atol=1e-8 * np.abs(cold.alpha).max())
     # restarting at the solution costs one pass and no iteration
     counts.update(normal_matvec=0, kmtv=0)
     same = falkon_solve(k, X, Z, Y, 1e-4, tol=1e-6, beta0=cold.beta)
