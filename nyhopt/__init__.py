@@ -6,7 +6,14 @@ objective whose gradient is written by hand (no autodiff framework).
 Runs on NumPy/SciPy/Numba on the CPU and on CuPy on the GPU.
 """
 from ._config import get_memory_budget, memory_budget, set_memory_budget
+from .estimator import NystromKRR, NystromKRRClassifier
+from .hyperopt import HyperoptKRR, HyperoptKRRClassifier
+from .io import load_model, save_model
 from .kernels import GaussianKernel, Kernel, KernelGrad, LaplacianKernel, MaternKernel, make_kernel
+from .objectives import make_objective
+from .optim import TuneResult, tune
+from .params import Params
+from .solvers import ConvergenceWarning
 
 __version__ = "0.1.0"
 
@@ -17,30 +24,18 @@ __all__ = [
     "Kernel",
     "KernelGrad",
     "make_kernel",
+    "Params",
+    "NystromKRR",
+    "NystromKRRClassifier",
+    "make_objective",
+    "tune",
+    "TuneResult",
+    "HyperoptKRR",
+    "HyperoptKRRClassifier",
+    "save_model",
+    "load_model",
+    "ConvergenceWarning",
     "get_memory_budget",
     "set_memory_budget",
     "memory_budget",
 ]
-
-
-def _optional(module, names):
-    """Re-export names from submodules that may not exist yet in a partial build."""
-    import importlib
-
-    try:
-        mod = importlib.import_module(f"nyhopt.{module}")
-    except ImportError as exc:  # pragma: no cover - only during development
-        if f"nyhopt.{module}" not in str(exc):
-            raise
-        return
-    for name in names:
-        if hasattr(mod, name):
-            globals()[name] = getattr(mod, name)
-            __all__.append(name)
-
-
-_optional("params", ["Params"])
-_optional("estimator", ["NystromKRR", "NystromKRRClassifier"])
-_optional("objectives", ["make_objective"])
-_optional("optim", ["tune", "TuneResult"])
-_optional("hyperopt", ["HyperoptKRR", "HyperoptKRRClassifier"])

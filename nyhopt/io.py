@@ -429,6 +429,19 @@ def load_model(path):
         If ``path`` does not exist.
     DataError
         If the file is not an nyhopt model file (or is from a newer version).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> X = np.random.default_rng(0).uniform(-1, 1, (100, 2)); y = np.sin(3 * X[:, 0])
+    >>> model = nh.NystromKRR(nh.GaussianKernel(0.5), penalty=1e-6, centers=20, solver="direct",
+    ...                       random_state=0).fit(X, y)
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.npz")
+    >>> loaded = nh.load_model(nh.save_model(path, model))
+    >>> bool(np.allclose(loaded.predict(X), model.predict(X)))
+    True
     """
     path = os.fspath(path)
     if not os.path.exists(path):

@@ -17,7 +17,7 @@ memory).  It takes minutes, so it only runs when the environment variable
 ``NYHOPT_BENCH_P3=1`` is set; the figure reported in docs/stochastic.md was
 measured once with this file as a script::
 
-    OPENBLAS_NUM_THREADS=2 /usr/bin/time -v python asv_bench/benchmarks/bench_stoch_prop.py p3
+    OPENBLAS_NUM_THREADS=1 /usr/bin/time -v python asv_bench/benchmarks/bench_stoch_prop.py p3 [tol]
 """
 import os
 import sys
@@ -132,23 +132,23 @@ class StochPropP3:
         self.obj.value_and_grad(self.theta)
 
 
-def _run_once(which):
+def _run_once(which, tol=None):
     """Time one cold step and report the peak resident memory of the process."""
     import resource
 
     n, m = {"p2": (20000, 200), "p3": (1_000_000, 1000)}[which]
     t0 = time.perf_counter()
     X, y, theta = _problem(n, m)
-    obj = _objective(X, y)
+    obj = _objective(X, y) if tol is None else _objective(X, y, tol=tol)
     t1 = time.perf_counter()
     value, _ = obj.value_and_grad(theta)
     t2 = time.perf_counter()
     rec = obj.last_solve
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
-    print(f"{which}: n={n} m={m} t=20 float64: data+setup {t1 - t0:.1f} s, one cold value_and_grad "
+    print(f"{which}: n={n} m={m} t=20 float64 tol={obj.tol:g}: data+setup {t1 - t0:.1f} s, one cold value_and_grad "
           f"{t2 - t1:.1f} s ({rec.iterations} CG iterations, residual {rec.residual:.2g}), "
           f"value {value:.6g}, peak RSS {peak:.2f} GiB")
 
 
 if __name__ == "__main__":
-    _run_once(sys.argv[1] if len(sys.argv) > 1 else "p2")
+    _run_once(sys.argv[1] if len(sys.argv) > 1 else "p2", float(sys.argv[2]) if len(sys.argv) > 2 else None)

@@ -47,7 +47,23 @@ __all__ = ["FalkonPreconditioner", "FalkonResult", "falkon_solve", "ConvergenceW
 
 
 class ConvergenceWarning(UserWarning):
-    """The iterative solver stopped at ``maxiter`` above its tolerance."""
+    """The iterative solver stopped at ``maxiter`` above its tolerance.
+
+    The estimators also record it (``converged_ = False``); turn it into an
+    error, or silence it, with the :mod:`warnings` filters.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> X = np.random.default_rng(0).uniform(-1, 1, (300, 2)); y = np.sin(3 * X[:, 0])
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always", nh.ConvergenceWarning)
+    ...     model = nh.NystromKRR(penalty=1e-9, centers=50, maxiter=2, tol=1e-12, random_state=0).fit(X, y)
+    >>> model.converged_, caught[0].category is nh.ConvergenceWarning
+    (False, True)
+    """
 
 
 class FalkonResult(NamedTuple):
