@@ -135,13 +135,13 @@ def kmtv(kernel, X, Z, U, ell, xp):
         return _reference.kmtv(kernel, X, Z, U, ell, xp)
     Xs, Zt = _scaled_inputs(X, Z, ell, xp)
     n, m = X.shape[0], Z.shape[0]
-    out = xp.zeros((m, U.shape[1]), dtype=X.dtype)
+    out = xp.zeros((m, U.shape[1]), dtype=xp.float64)  # sums across blocks in float64, as the CPU paths
     buf = None
     for sl, b in _blocks(n, m, X.dtype.itemsize, U.shape[1]):
         buf = xp.empty((b, m), dtype=X.dtype) if buf is None else buf
         Kb = _block_into(kernel, Xs[sl], Zt, buf[: sl.stop - sl.start])
         out += Kb.T @ U[sl]
-    return out
+    return out.astype(X.dtype, copy=False)
 
 
 def normal_matvec(kernel, X, Z, V, ell, xp, U=None):
@@ -150,8 +150,8 @@ def normal_matvec(kernel, X, Z, V, ell, xp, U=None):
         return _reference.normal_matvec(kernel, X, Z, V, ell, xp, U=U)
     Xs, Zt = _scaled_inputs(X, Z, ell, xp)
     n, m = X.shape[0], Z.shape[0]
-    out = xp.zeros((m, V.shape[1]), dtype=X.dtype)
-    outu = None if U is None else xp.zeros((m, U.shape[1]), dtype=X.dtype)
+    out = xp.zeros((m, V.shape[1]), dtype=xp.float64)  # sums across blocks in float64, as the CPU paths
+    outu = None if U is None else xp.zeros((m, U.shape[1]), dtype=xp.float64)
     per_row = 2 * V.shape[1] + (0 if U is None else U.shape[1])
     buf = None
     for sl, b in _blocks(n, m, X.dtype.itemsize, per_row):
@@ -160,7 +160,7 @@ def normal_matvec(kernel, X, Z, V, ell, xp, U=None):
         out += Kb.T @ (Kb @ V)
         if U is not None:
             outu += Kb.T @ U[sl]
-    return out, outu
+    return out.astype(X.dtype, copy=False), None if outu is None else outu.astype(X.dtype, copy=False)
 
 
 # ---------------------------------------------------------------------- adjoints
