@@ -90,6 +90,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._validation import check_matrix, check_positive, check_targets
+from .._threads import cpu_threads
 from ..backend import get_namespace
 from ..kernels import Kernel, make_kernel
 from ..ops import adjoint_dense, adjoint_lowrank
@@ -328,6 +329,8 @@ class Objective:
     """
 
     name = "objective"
+    #: CPU engine that keeps its threads during an evaluation (see :mod:`nyhopt._threads`).
+    cpu_engine = "blas"
 
     def __init__(self, X, y, kernel="gaussian", *, noise_variance=1.0, random_state=None):
         xp = get_namespace(X, y)
@@ -348,7 +351,8 @@ class Objective:
     # -- public API -----------------------------------------------------------------
     def value(self, params) -> float:
         """Objective value at ``params`` (a Python float)."""
-        ev = self._run(params, frozenset(), need_grad=False)
+        with cpu_threads(self.cpu_engine, self.xp):
+            ev = self._run(params, frozenset(), need_grad=False)
         return _total(ev.terms)
 
     def value_and_grad(self, params, wrt=WRT_ALL):
@@ -367,13 +371,15 @@ class Objective:
             Partial derivatives in the same coordinates as ``params`` (float64).
         """
         wrt = _check_wrt(wrt)
-        ctx, ev = self._run(params, wrt, need_grad=True, return_ctx=True)
-        grad = params_gradient(ctx.kernel, ctx.Z, ev.cotangents, ctx.params, wrt, self.xp)
+        with cpu_threads(self.cpu_engine, self.xp):
+            ctx, ev = self._run(params, wrt, need_grad=True, return_ctx=True)
+            grad = params_gradient(ctx.kernel, ctx.Z, ev.cotangents, ctx.params, wrt, self.xp)
         return _total(ev.terms), grad
 
     def terms(self, params) -> dict:
         """Named parts of the objective at ``params``; their sum is :meth:`value`."""
-        return dict(self._run(params, frozenset(), need_grad=False).terms)
+        with cpu_threads(self.cpu_engine, self.xp):
+            return dict(self._run(params, frozenset(), need_grad=False).terms)
 
     def __repr__(self):
         return f"{type(self).__name__}(n={self.n}, d={self.X.shape[1]}, p={self.p}, kernel={self.kernel!r})"

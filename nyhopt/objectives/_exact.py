@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._blas import gemm_update, potrf, trsm
 from ..backend import is_cupy_namespace
 from ..ops import kernel_matrix
 from ._base import Cotangents, KernelCotangent, jitter
@@ -56,15 +57,7 @@ __all__ = [
 ]
 
 
-# -- small linear algebra (NumPy via SciPy, CuPy via cupyx; imported lazily) -------------
-def _scipy_linalg(xp):
-    if is_cupy_namespace(xp):
-        import cupyx.scipy.linalg as sla  # needs the CUDA libraries: only on GPU paths
-    else:
-        import scipy.linalg as sla
-    return sla
-
-
+# -- small linear algebra (NumPy's own BLAS on the CPU, see nyhopt._blas; cupyx on the GPU) ---
 def cholesky(a, xp, what="K_mm + jitter*I"):
     """Lower Cholesky factor of the symmetric positive definite ``a``."""
     try:
@@ -73,7 +66,7 @@ def cholesky(a, xp, what="K_mm + jitter*I"):
             if not bool(xp.all(xp.isfinite(L))):
                 raise np.linalg.LinAlgError("non-finite Cholesky factor")
             return L
-        return _scipy_linalg(xp).cholesky(a, lower=True, check_finite=False)
+        return potrf(a, lower=True)
     except np.linalg.LinAlgError as exc:
         raise np.linalg.LinAlgError(
             f"{what} is not numerically positive definite (duplicate centers or a very large "
@@ -83,10 +76,11 @@ def cholesky(a, xp, what="K_mm + jitter*I"):
 
 def tri_solve(L, b, xp, trans=False, overwrite=False):
     """``L^{-1} b`` (or ``L^{-T} b`` when ``trans``) for lower-triangular ``L``."""
-    sla = _scipy_linalg(xp)
     if is_cupy_namespace(xp):
+        import cupyx.scipy.linalg as sla  # needs the CUDA libraries: only on GPU paths
+
         return sla.solve_triangular(L, b, trans=1 if trans else 0, lower=True, overwrite_b=overwrite)
-    return sla.solve_triangular(L, b, trans=1 if trans else 0, lower=True, overwrite_b=overwrite, check_finite=False)
+    return trsm(L, b, lower=True, trans=trans, overwrite_b=overwrite)
 
 
 def cho_solve(C, b, xp):
@@ -95,23 +89,15 @@ def cho_solve(C, b, xp):
 
 
 def add_outer(G, P, Q, xp):
-    """``G += P @ Q.T`` in place (``G`` (n, m) C-contiguous, ``P`` (n, r), ``Q`` (m, r)).
+    """``G += P @ Q.T`` in place (``G`` (n, m), ``P`` (n, r), ``Q`` (m, r)).
 
     On the CPU this is one BLAS ``gemm`` with ``beta = 1`` writing into ``G``
-    (no ``n x m`` temporary).
+    (no ``n x m`` temporary, :func:`nyhopt._blas.gemm_update`).
     """
-    if is_cupy_namespace(xp) or not G.flags.c_contiguous:
+    if is_cupy_namespace(xp):
         G += P @ Q.T.astype(G.dtype)
         return G
-    from scipy.linalg import blas
-
-    gemm = blas.get_blas_funcs("gemm", (G,))
-    # Column-major view: G.T (m, n) += Q (m, r) @ P.T (r, n).
-    out = gemm(1.0, xp.asarray(Q, dtype=G.dtype), xp.asarray(P, dtype=G.dtype), beta=1.0, c=G.T,
-               trans_b=1, overwrite_c=1)
-    if not np.shares_memory(out, G):  # pragma: no cover - BLAS wrapper copied c
-        G[...] = out.T
-    return G
+    return gemm_update(G, P, Q)
 
 
 def sym(a):
@@ -161,21 +147,13 @@ def kmm_factor(kernel, Z, xp):
 
 
 def solve_lower_inplace(L, B, xp):
-    """``B <- L^{-1} B`` for lower-triangular ``L`` (m, m) and ``B`` (m, n) C-contiguous.
+    """``B <- L^{-1} B`` for lower-triangular ``L`` (m, m) and ``B`` (m, n), in the dtype of ``B``.
 
-    On the CPU this is one BLAS ``trsm`` on the column-major ``(n, m)`` view of
-    ``B`` from the right (:math:`B^T \\leftarrow B^T L^{-T}`), in place; it
-    runs markedly faster than the left-side solve on the transposed layout.
+    On the CPU this is one BLAS ``trsm`` in place when ``B`` is contiguous.
     """
-    if is_cupy_namespace(xp) or not B.flags.c_contiguous:
+    if is_cupy_namespace(xp):
         return tri_solve(L, B, xp)
-    from scipy.linalg import blas
-
-    trsm = blas.get_blas_funcs("trsm", (B,))
-    out = trsm(1.0, xp.asarray(L, dtype=B.dtype), B.T, side=1, lower=1, trans_a=1, overwrite_b=1)
-    if not np.shares_memory(out, B):  # pragma: no cover - BLAS wrapper copied b
-        B[...] = out.T
-    return B
+    return trsm(L.astype(B.dtype, copy=False), B, lower=True, overwrite_b=True)
 
 
 def factorize(kernel, X, Z, penalty, xp, L=None):

@@ -314,6 +314,7 @@ class StochasticProp(Objective):
     """
 
     name = "stoch-prop"
+    cpu_engine = "numba"
 
     def __init__(
         self,

@@ -1,12 +1,14 @@
 """Small dense linear algebra (Cholesky, triangular solves) on NumPy or CuPy.
 
 The GPU path imports ``cupyx.scipy.linalg`` lazily: it needs the CUDA
-libraries, which a CPU-only installation of CuPy lacks.
+libraries, which a CPU-only installation of CuPy lacks.  The CPU path stays in
+NumPy's own BLAS (:mod:`nyhopt._blas` explains why SciPy's is avoided).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .._blas import potrf, trsm
 from ..backend import is_cupy_namespace
 
 __all__ = ["cholesky_upper", "solve_triangular", "add_to_diagonal"]
@@ -43,11 +45,9 @@ def cholesky_upper(M, xp, name="matrix", overwrite=False):
         if not bool(xp.all(xp.isfinite(xp.diag(U)))):
             raise np.linalg.LinAlgError(f"{name} is not positive definite")
         return U
-    from scipy.linalg import cholesky
-
     try:
-        # the transposed view of a C-ordered M is F-ordered: LAPACK works on it in place
-        return cholesky(M.T, lower=False, overwrite_a=overwrite, check_finite=False)
+        # M is symmetric: factor its transposed view, which LAPACK can overwrite in place
+        return potrf(M.T if M.flags.f_contiguous else M, lower=False, overwrite=overwrite)
     except np.linalg.LinAlgError as exc:
         raise np.linalg.LinAlgError(f"{name} is not positive definite: {exc}") from None
 
@@ -56,6 +56,6 @@ def solve_triangular(U, B, xp, trans=False, lower=False):
     """Solve ``U X = B`` (``trans=False``) or ``U^T X = B`` (``trans=True``) for triangular ``U``."""
     if is_cupy_namespace(xp):
         from cupyx.scipy.linalg import solve_triangular as _solve
-    else:
-        from scipy.linalg import solve_triangular as _solve
-    return _solve(U, B, trans=1 if trans else 0, lower=lower, check_finite=False)
+
+        return _solve(U, B, trans=1 if trans else 0, lower=lower, check_finite=False)
+    return trsm(U, B, lower=lower, trans=trans)

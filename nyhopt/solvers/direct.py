@@ -23,6 +23,7 @@ import numpy as np
 
 from .._config import block_rows
 from .._validation import check_matrix, check_positive, check_targets
+from .._threads import cpu_threads
 from ..backend import get_namespace
 from ..ops import kernel_matrix
 from ._jitter import jitter
@@ -78,27 +79,28 @@ def direct_solve(kernel, X, Z, Y, penalty):
     (10, 1)
     """
     xp = get_namespace(X, Z, Y)
-    X = check_matrix(X, "X", xp)
-    Z = check_matrix(Z, "Z", xp, dtype=X.dtype, n_features=X.shape[1])
-    n, m = X.shape[0], Z.shape[0]
-    Y, _ = check_targets(Y, "Y", n, xp, dtype=X.dtype)
-    penalty = check_positive(penalty, "penalty")
+    with cpu_threads("blas", xp):  # dense algebra dominates: BLAS owns the cores
+        X = check_matrix(X, "X", xp)
+        Z = check_matrix(Z, "Z", xp, dtype=X.dtype, n_features=X.shape[1])
+        n, m = X.shape[0], Z.shape[0]
+        Y, _ = check_targets(Y, "Y", n, xp, dtype=X.dtype)
+        penalty = check_positive(penalty, "penalty")
 
-    f64 = np.float64
-    Kmm = kernel_matrix(kernel, Z.astype(f64, copy=False))
-    add_to_diagonal(Kmm, jitter(X.dtype), xp, overwrite=True)
-    Lt = cholesky_upper(Kmm, xp, "Kmm + eps*I", overwrite=True)  # L^T
-    del Kmm
-    G = xp.zeros((m, m), dtype=f64)
-    AY = xp.zeros((m, Y.shape[1]), dtype=f64)
-    b = block_rows(n, m, 8, n_temps=4, per_row=Y.shape[1])
-    for start in range(0, n, b):
-        sl = slice(start, min(start + b, n))
-        Kb = kernel_matrix(kernel, X[sl], Z).astype(f64, copy=False)  # (b, m)
-        Ab = solve_triangular(Lt, Kb.T, xp, trans=True)  # L^{-1} K_b^T, (m, b)
-        G += Ab @ Ab.T
-        AY += Ab @ Y[sl].astype(f64, copy=False)
-    add_to_diagonal(G, n * penalty, xp, overwrite=True)
-    Ct = cholesky_upper(G, xp, "A A^T + n*penalty*I", overwrite=True)  # C^T
-    w = solve_triangular(Ct, solve_triangular(Ct, AY, xp, trans=True), xp)  # (C C^T)^{-1} A Y
-    return solve_triangular(Lt, w, xp)  # L^{-T} w
+        f64 = np.float64
+        Kmm = kernel_matrix(kernel, Z.astype(f64, copy=False))
+        add_to_diagonal(Kmm, jitter(X.dtype), xp, overwrite=True)
+        Lt = cholesky_upper(Kmm, xp, "Kmm + eps*I", overwrite=True)  # L^T
+        del Kmm
+        G = xp.zeros((m, m), dtype=f64)
+        AY = xp.zeros((m, Y.shape[1]), dtype=f64)
+        b = block_rows(n, m, 8, n_temps=4, per_row=Y.shape[1])
+        for start in range(0, n, b):
+            sl = slice(start, min(start + b, n))
+            Kb = kernel_matrix(kernel, X[sl], Z).astype(f64, copy=False)  # (b, m)
+            Ab = solve_triangular(Lt, Kb.T, xp, trans=True)  # L^{-1} K_b^T, (m, b)
+            G += Ab @ Ab.T
+            AY += Ab @ Y[sl].astype(f64, copy=False)
+        add_to_diagonal(G, n * penalty, xp, overwrite=True)
+        Ct = cholesky_upper(G, xp, "A A^T + n*penalty*I", overwrite=True)  # C^T
+        w = solve_triangular(Ct, solve_triangular(Ct, AY, xp, trans=True), xp)  # (C C^T)^{-1} A Y
+        return solve_triangular(Lt, w, xp)  # L^{-T} w

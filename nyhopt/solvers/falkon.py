@@ -37,6 +37,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._validation import check_matrix, check_positive, check_targets
+from .._threads import cpu_threads
 from ..backend import get_namespace
 from ..ops import kernel_matrix, kmtv, normal_matvec
 from ._jitter import jitter
@@ -238,6 +239,11 @@ def falkon_solve(kernel, X, Z, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None,
     ((20, 1), True)
     """
     xp = get_namespace(X, Z, Y, beta0, rhs)
+    with cpu_threads("numba", xp):  # the passes over the data dominate: Numba owns the cores
+        return _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp)
+
+
+def _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp):
     X = check_matrix(X, "X", xp)
     Z = check_matrix(Z, "Z", xp, dtype=X.dtype, n_features=X.shape[1])
     n, m = X.shape[0], Z.shape[0]
@@ -304,7 +310,7 @@ def falkon_solve(kernel, X, Z, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None,
             f"Falkon CG stopped at {why} after {cg.iterations} iterations (maxiter={maxiter}) with "
             f"relative residual {cg.residual_norms[-1]:.3g} > tol={tol:.3g}; increase maxiter or tol",
             ConvergenceWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     alpha = precond.apply(cg.x)
     return FalkonResult(alpha, cg.x, cg)

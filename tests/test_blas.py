@@ -1,0 +1,114 @@
+"""NumPy-BLAS triangular solves, Cholesky and GEMM updates; the CPU thread policy."""
+import itertools
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+
+from nyhopt import _blas
+from nyhopt._blas import gemm_update, potrf, trsm
+from nyhopt._threads import _openblas_local_setter, cpu_threads
+
+TOL = {np.float64: 1e-12, np.float32: 2e-5}
+
+
+@pytest.fixture(params=["numpy-blas", "scipy-fallback"])
+def backend(request, monkeypatch):
+    if request.param == "scipy-fallback":
+        monkeypatch.setattr(_blas, "_cblas", lambda: None)
+    elif not _blas.numpy_blas_available():
+        pytest.skip("NumPy's BLAS not found: only the SciPy fallback runs here")
+    return request.param
+
+
+@pytest.mark.parametrize(
+    "dtype, lower, trans, t_fortran, b_layout",
+    list(itertools.product([np.float64, np.float32], [True, False], [False, True], [False, True],
+                           ["C", "F", "vector"])),
+)
+def test_trsm_matches_scipy_and_leaves_inputs(backend, rng, dtype, lower, trans, t_fortran, b_layout):
+    k = 9
+    T = rng.standard_normal((k, k)) + 4 * np.eye(k)
+    T = (np.tril(T) if lower else np.triu(T)).astype(dtype)
+    if t_fortran:
+        T = np.asfortranarray(T)
+    B = rng.standard_normal((k,) if b_layout == "vector" else (k, 4)).astype(dtype)
+    if b_layout == "F":
+        B = np.asfortranarray(B)
+    T0, B0 = T.copy(), B.copy()
+    want = sla.solve_triangular(T.astype(np.float64), B.astype(np.float64), lower=lower, trans=int(trans))
+    got = trsm(T, B, lower=lower, trans=trans)
+    assert got.shape == B.shape and got.dtype == dtype
+    np.testing.assert_allclose(got, want, rtol=TOL[dtype], atol=TOL[dtype])
+    np.testing.assert_array_equal(T, T0)
+    np.testing.assert_array_equal(B, B0)
+    got = trsm(T, B, lower=lower, trans=trans, overwrite_b=True)
+    np.testing.assert_allclose(got, want, rtol=TOL[dtype], atol=TOL[dtype])
+
+
+def test_trsm_reads_only_its_triangle(backend, rng):
+    L = np.tril(rng.standard_normal((6, 6))) + 3 * np.eye(6)
+    junk = L + np.triu(rng.standard_normal((6, 6)), 1)
+    b = rng.standard_normal((6, 2))
+    np.testing.assert_allclose(trsm(junk, b), trsm(L, b), rtol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("lower", [True, False])
+def test_potrf_matches_scipy(backend, rng, dtype, lower):
+    A = rng.standard_normal((12, 12))
+    M = (A @ A.T + 12 * np.eye(12)).astype(dtype)
+    M0 = M.copy()
+    want = sla.cholesky(M.astype(np.float64), lower=lower)
+    got = potrf(M, lower=lower)
+    np.testing.assert_array_equal(M, M0)
+    np.testing.assert_allclose(got, want, rtol=TOL[dtype], atol=TOL[dtype] * 10)
+    assert np.all((np.triu(got, 1) if lower else np.tril(got, -1)) == 0)
+    got = potrf(M, lower=lower, overwrite=True)
+    np.testing.assert_allclose(got, want, rtol=TOL[dtype], atol=TOL[dtype] * 10)
+
+
+def test_potrf_raises_on_indefinite(backend):
+    with pytest.raises(np.linalg.LinAlgError):
+        potrf(np.diag([1.0, -1.0, 2.0]))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("c_order", [True, False])
+def test_gemm_update_in_place(backend, rng, dtype, c_order):
+    C = rng.standard_normal((30, 7)).astype(dtype)
+    if not c_order:
+        C = np.asfortranarray(C)
+    A, B = rng.standard_normal((30, 3)), rng.standard_normal((7, 3))
+    want = C.astype(np.float64) - 2.0 * A @ B.T
+    out = gemm_update(C, A, B, alpha=-2.0)
+    assert out is C
+    np.testing.assert_allclose(C, want, rtol=TOL[dtype], atol=TOL[dtype] * 10)
+
+
+def test_cpu_threads_restores_settings():
+    import numba
+
+    before = numba.get_num_threads()
+    with cpu_threads("blas"):
+        assert numba.get_num_threads() == 1
+    assert numba.get_num_threads() == before
+    setter = _openblas_local_setter()
+    if setter is not None:
+        old = setter(3)
+        with cpu_threads("numba"):
+            assert setter(1) == 1  # single-threaded inside
+        assert setter(old) == 3  # restored on exit
+    with pytest.raises(ValueError, match="kind"):
+        with cpu_threads("gpu"):
+            pass
+
+
+def test_cpu_threads_restores_after_an_error():
+    import numba
+
+    before = numba.get_num_threads()
+    with pytest.raises(RuntimeError):
+        with cpu_threads("blas"):
+            raise RuntimeError("boom")
+    assert numba.get_num_threads() == before
