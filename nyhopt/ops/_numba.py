@@ -282,6 +282,59 @@ def _rank4_update(a, q, w0, w1, w2, w3, s0, s1, s2, s3):
         a[q, j] += w0 * s0[j] + w1 * s1[j] + w2 * s2[j] + w3 * s3[j]
 
 
+@numba.njit(**_LOOP)
+def _dots4x2(Vt, q, s0, s1, s2, s3):
+    """``(s_r . Vt[q])`` and ``(s_r . Vt[q + 1])`` for the four rows in one pass."""
+    t0 = t1 = t2 = t3 = 0.0
+    r0 = r1 = r2 = r3 = 0.0
+    for j in range(Vt.shape[1]):
+        v, w = Vt[q, j], Vt[q + 1, j]
+        a0, a1, a2, a3 = s0[j], s1[j], s2[j], s3[j]
+        t0 += a0 * v
+        t1 += a1 * v
+        t2 += a2 * v
+        t3 += a3 * v
+        r0 += a0 * w
+        r1 += a1 * w
+        r2 += a2 * w
+        r3 += a3 * w
+    return t0, t1, t2, t3, r0, r1, r2, r3
+
+
+@numba.njit(**_LOOP)
+def _rank4x2_update(a, q, w0, w1, w2, w3, v0, v1, v2, v3, s0, s1, s2, s3):
+    """``a[q] += sum_r w_r s_r`` and ``a[q + 1] += sum_r v_r s_r`` in one pass over the rows."""
+    for j in range(a.shape[1]):
+        b0, b1, b2, b3 = s0[j], s1[j], s2[j], s3[j]
+        a[q, j] += w0 * b0 + w1 * b1 + w2 * b2 + w3 * b3
+        a[q + 1, j] += v0 * b0 + v1 * b1 + v2 * b2 + v3 * b3
+
+
+@numba.njit(**_LOOP)
+def _store4(out, i, q, nr, t0, t1, t2, t3):
+    """``out[i + r, q] = t_r`` for the ``nr`` real rows."""
+    out[i, q] = t0
+    if nr > 1:
+        out[i + 1, q] = t1
+    if nr > 2:
+        out[i + 2, q] = t2
+    if nr > 3:
+        out[i + 3, q] = t3
+
+
+@numba.njit(**_LOOP)
+def _weighted_rows4(a, U, i, nr, s0, s1, s2, s3):
+    """``a[q] += sum_r U[i + r, q] s_r`` for every column q (two at a time)."""
+    nu = U.shape[1]
+    for q in range(0, nu - 1, 2):
+        u0, u1, u2, u3 = _weights4(U, i, q, nr)
+        v0, v1, v2, v3 = _weights4(U, i, q + 1, nr)
+        _rank4x2_update(a, q, u0, u1, u2, u3, v0, v1, v2, v3, s0, s1, s2, s3)
+    if nu % 2:
+        u0, u1, u2, u3 = _weights4(U, i, nu - 1, nr)
+        _rank4_update(a, nu - 1, u0, u1, u2, u3, s0, s1, s2, s3)
+
+
 @numba.njit(**_PAR)
 def _kmv(kind, X, ell, Zt, Vt, out, nch):
     n, m, nv = X.shape[0], Zt.shape[1], Vt.shape[0]
@@ -290,15 +343,13 @@ def _kmv(kind, X, ell, Zt, Vt, out, nch):
         s0, s1, s2, s3 = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
         for i in range(lo, hi, 4):
             nr = _profile_rows4(kind, X, i, hi, ell, Zt, s0, s1, s2, s3)
-            for q in range(nv):
-                t0, t1, t2, t3 = _dots4(Vt, q, s0, s1, s2, s3)
-                out[i, q] = t0
-                if nr > 1:
-                    out[i + 1, q] = t1
-                if nr > 2:
-                    out[i + 2, q] = t2
-                if nr > 3:
-                    out[i + 3, q] = t3
+            for q in range(0, nv - 1, 2):
+                t0, t1, t2, t3, r0, r1, r2, r3 = _dots4x2(Vt, q, s0, s1, s2, s3)
+                _store4(out, i, q, nr, t0, t1, t2, t3)
+                _store4(out, i, q + 1, nr, r0, r1, r2, r3)
+            if nv % 2:
+                t0, t1, t2, t3 = _dots4(Vt, nv - 1, s0, s1, s2, s3)
+                _store4(out, i, nv - 1, nr, t0, t1, t2, t3)
 
 
 @numba.njit(**_PAR)
@@ -310,9 +361,7 @@ def _kmtv(kind, X, ell, Zt, U, acc, nch):
         a = acc[c]
         for i in range(lo, hi, 4):
             nr = _profile_rows4(kind, X, i, hi, ell, Zt, s0, s1, s2, s3)
-            for q in range(nu):
-                u0, u1, u2, u3 = _weights4(U, i, q, nr)
-                _rank4_update(a, q, u0, u1, u2, u3, s0, s1, s2, s3)
+            _weighted_rows4(a, U, i, nr, s0, s1, s2, s3)
 
 
 @numba.njit(**_PAR)
@@ -324,15 +373,20 @@ def _normal(kind, X, ell, Zt, Vt, U, acc, accu, nch):
         a, au = acc[c], accu[c]
         for i in range(lo, hi, 4):
             nr = _profile_rows4(kind, X, i, hi, ell, Zt, s0, s1, s2, s3)
-            for q in range(nv):
+            for q in range(0, nv - 1, 2):  # two columns at a time: each row load feeds 4 FMAs
+                t0, t1, t2, t3, r0, r1, r2, r3 = _dots4x2(Vt, q, s0, s1, s2, s3)
+                t1, r1 = (t1, r1) if nr > 1 else (0.0, 0.0)
+                t2, r2 = (t2, r2) if nr > 2 else (0.0, 0.0)
+                t3, r3 = (t3, r3) if nr > 3 else (0.0, 0.0)
+                _rank4x2_update(a, q, t0, t1, t2, t3, r0, r1, r2, r3, s0, s1, s2, s3)
+            if nv % 2:
+                q = nv - 1
                 t0, t1, t2, t3 = _dots4(Vt, q, s0, s1, s2, s3)
                 t1 = t1 if nr > 1 else 0.0
                 t2 = t2 if nr > 2 else 0.0
                 t3 = t3 if nr > 3 else 0.0
                 _rank4_update(a, q, t0, t1, t2, t3, s0, s1, s2, s3)
-            for q in range(nu):
-                u0, u1, u2, u3 = _weights4(U, i, q, nr)
-                _rank4_update(au, q, u0, u1, u2, u3, s0, s1, s2, s3)
+            _weighted_rows4(au, U, i, nr, s0, s1, s2, s3)
 
 
 @numba.njit(**_LOOP)
