@@ -108,12 +108,17 @@ def _ptr(a):
 
 
 def _row_major(a):
-    """``(array, transposed)``: a C-contiguous view of ``a`` or of ``a.T``, or None."""
-    if a.flags.c_contiguous:
-        return a, False
-    if a.flags.f_contiguous:
-        return a.T, True
-    return None, False
+    """``(view, transposed, ld)``: ``a`` or ``a.T`` as a row-major matrix with leading dimension ``ld``.
+
+    Row-strided views (a block of columns of a C-ordered array) qualify;
+    returns ``(None, False, 0)`` when neither layout does.
+    """
+    for view, flipped in ((a, False), (a.T, True)):
+        s0, s1 = view.strides
+        size = view.itemsize
+        if (s1 == size or view.shape[1] <= 1) and s0 % size == 0 and s0 // size >= max(view.shape[1], 1):
+            return view, flipped, s0 // size
+    return None, False, 0
 
 
 def _zero_triangle(F, keep_lower):
@@ -201,26 +206,25 @@ def trsm(T, B, *, lower=True, trans=False, overwrite_b=False):
     vector = B.ndim == 1
     out = B if (overwrite_b and B.dtype == dtype) else B.astype(dtype, copy=True)
     out2 = out.reshape(k, 1) if vector else out
-    Tc, t_flipped = _row_major(np.asarray(T, dtype=dtype))
+    Tc, t_flipped, ldt = _row_major(np.asarray(T, dtype=dtype))
     if Tc is None:
-        Tc, t_flipped = np.ascontiguousarray(T, dtype=dtype), False
+        Tc, t_flipped, ldt = np.ascontiguousarray(T, dtype=dtype), False, k
     # A transposed (F-ordered) T is read as its C-ordered transpose: flip triangle and op.
     uplo = _LOWER if lower != t_flipped else _UPPER
     op = _TRANS if trans != t_flipped else _NO_TRANS
-    Bc, b_flipped = _row_major(out2)
+    Bc, b_flipped, ldb = _row_major(out2)
     if Bc is None:
         Bc, b_flipped = np.ascontiguousarray(out2), False
+        ldb = Bc.shape[1]
     if out2.size:
         if b_flipped:
-            # Solve on the C-ordered (r, k) view: X^T = B^T op(T)^{-T}, a right-side solve.
+            # Solve on the row-major (r, k) view: X^T = B^T op(T)^{-T}, a right-side solve.
             r = Bc.shape[0]
             op_r = _NO_TRANS if op == _TRANS else _TRANS
-            cb.trsm[dtype](_ROW_MAJOR, _RIGHT, uplo, op_r, _NON_UNIT, r, k, 1.0, _ptr(Tc), Tc.shape[1], _ptr(Bc),
-                           Bc.shape[1])
+            cb.trsm[dtype](_ROW_MAJOR, _RIGHT, uplo, op_r, _NON_UNIT, r, k, 1.0, _ptr(Tc), ldt, _ptr(Bc), ldb)
         else:
             r = Bc.shape[1]
-            cb.trsm[dtype](_ROW_MAJOR, _LEFT, uplo, op, _NON_UNIT, k, r, 1.0, _ptr(Tc), Tc.shape[1], _ptr(Bc),
-                           Bc.shape[1])
+            cb.trsm[dtype](_ROW_MAJOR, _LEFT, uplo, op, _NON_UNIT, k, r, 1.0, _ptr(Tc), ldt, _ptr(Bc), ldb)
     res = Bc.T if b_flipped else Bc
     if not np.shares_memory(res, out2):
         out2[...] = res

@@ -17,7 +17,11 @@ of the NumPy wheels, so BLAS calls that *other* threads make while a
 * ``"blas"``: dense-algebra phases (the exact objectives, the direct
   solver); Numba loops run on the calling thread, BLAS keeps its threads;
 * ``"numba"``: streaming phases (Falkon passes, ``stoch-prop``,
-  predictions); BLAS calls run single-threaded, Numba keeps its threads.
+  predictions); BLAS calls run single-threaded, Numba keeps its threads;
+* ``"pool"``: the exact objectives; BLAS and Numba both run single-threaded
+  and the large row-wise operations are split over nyhopt's own worker
+  threads (:mod:`nyhopt._parallel`), as many as the smaller of the two
+  pools had, so nothing spins while the other works.
 
 Nothing changes for CuPy inputs, nor for the user's own calls made
 outside nyhopt's functions.  ``NYHOPT_THREAD_POLICY=0`` turns the policy off.
@@ -35,25 +39,55 @@ import ctypes
 import functools
 import os
 
+from ._parallel import active_workers, pool_phase
+
 __all__ = ["cpu_threads"]
 
-_KINDS = ("blas", "numba")
+_KINDS = ("blas", "numba", "pool")
+
+
+def _openblas_function(names):
+    """The first of ``names`` exported by NumPy's OpenBLAS (``int f(...)``), or None."""
+    from ._blas import _candidate_paths
+
+    for path in _candidate_paths():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in names:
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.restype = ctypes.c_int
+                return fn
+    return None
 
 
 @functools.lru_cache(maxsize=None)
 def _openblas_local_setter():
     """``openblas_set_num_threads_local`` of NumPy's OpenBLAS, or None."""
-    from ._blas import _candidate_paths
-
-    for path in _candidate_paths():
-        try:
-            fn = ctypes.CDLL(path).openblas_set_num_threads_local
-        except (OSError, AttributeError):
-            continue
-        fn.restype = ctypes.c_int
+    fn = _openblas_function(("openblas_set_num_threads_local",))
+    if fn is not None:
         fn.argtypes = [ctypes.c_int]
-        return fn
-    return None
+    return fn
+
+
+@functools.lru_cache(maxsize=None)
+def _openblas_get_num_threads():
+    fn = _openblas_function(("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                             "scipy_openblas_get_num_threads", "openblas_get_num_threads"))
+    if fn is not None:
+        fn.argtypes = []
+    return fn
+
+
+def pool_workers() -> int:
+    """Worker threads of a ``"pool"`` phase: min(Numba threads, OpenBLAS threads)."""
+    import numba
+
+    getter = _openblas_get_num_threads()
+    blas = getter() if getter is not None else numba.get_num_threads()
+    return max(1, min(numba.get_num_threads(), blas))
 
 
 def _enabled() -> bool:
@@ -66,8 +100,8 @@ def cpu_threads(kind, xp=None):
 
     Parameters
     ----------
-    kind : {"blas", "numba"}
-        The engine that keeps its threads.
+    kind : {"blas", "numba", "pool"}
+        The engine that keeps its threads (``"pool"``: nyhopt's own workers).
     xp : module, optional
         Array module of the work; nothing is changed for CuPy.
     """
@@ -76,22 +110,21 @@ def cpu_threads(kind, xp=None):
     if not _enabled() or (xp is not None and getattr(xp, "__name__", "") == "cupy"):
         yield
         return
-    if kind == "blas":
-        import numba
+    import numba
 
-        old = numba.get_num_threads()
+    setter = _openblas_local_setter() if kind in ("numba", "pool") else None
+    workers = (active_workers() if active_workers() > 1 else pool_workers()) if kind == "pool" else 1
+    old_numba = numba.get_num_threads()
+    old_blas = setter(1) if setter is not None else None
+    if kind in ("blas", "pool"):
         numba.set_num_threads(1)
-        try:
+    try:
+        if kind == "pool":
+            with pool_phase(workers):
+                yield
+        else:
             yield
-        finally:
-            numba.set_num_threads(old)
-    else:
-        setter = _openblas_local_setter()
-        if setter is None:
-            yield
-            return
-        old = setter(1)
-        try:
-            yield
-        finally:
-            setter(old)
+    finally:
+        numba.set_num_threads(old_numba)
+        if setter is not None:
+            setter(old_blas)

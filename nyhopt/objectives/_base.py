@@ -330,7 +330,7 @@ class Objective:
 
     name = "objective"
     #: CPU engine that keeps its threads during an evaluation (see :mod:`nyhopt._threads`).
-    cpu_engine = "blas"
+    cpu_engine = "pool"
 
     def __init__(self, X, y, kernel="gaussian", *, noise_variance=1.0, random_state=None):
         xp = get_namespace(X, y)

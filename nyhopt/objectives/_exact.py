@@ -35,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._blas import gemm_update, potrf, trsm
+from .._parallel import map_ranges
 from ..backend import is_cupy_namespace
 from ..ops import kernel_matrix
 from ._base import Cotangents, KernelCotangent, jitter
@@ -53,6 +54,8 @@ __all__ = [
     "logdet_M",
     "kmm_factor",
     "solve_lower_inplace",
+    "gram",
+    "matmul_rows",
     "sym",
 ]
 
@@ -146,14 +149,50 @@ def kmm_factor(kernel, Z, xp):
     return cholesky(Kmm, xp)
 
 
+def _min_columns(m):
+    return max(1, 2**18 // max(m, 1))
+
+
 def solve_lower_inplace(L, B, xp):
     """``B <- L^{-1} B`` for lower-triangular ``L`` (m, m) and ``B`` (m, n), in the dtype of ``B``.
 
-    On the CPU this is one BLAS ``trsm`` in place when ``B`` is contiguous.
+    On the CPU this is BLAS ``trsm`` in place, on column ranges of ``B`` run
+    by the worker pool (:mod:`nyhopt._parallel`) in a pool phase.
     """
-    if is_cupy_namespace(xp):
+    if is_cupy_namespace(xp) or not B.flags.c_contiguous:
         return tri_solve(L, B, xp)
-    return trsm(L.astype(B.dtype, copy=False), B, lower=True, overwrite_b=True)
+    Lc = L.astype(B.dtype, copy=False)
+    map_ranges(lambda lo, hi: trsm(Lc, B[:, lo:hi], lower=True, overwrite_b=True), B.shape[1],
+               _min_columns(B.shape[0]))
+    return B
+
+
+def gram(A, xp, weights=None):
+    """:math:`A A^T` (or :math:`A\\,\\mathrm{diag}(w)A^T`) in float64 for ``A`` (m, n).
+
+    On the CPU the column ranges run on the worker pool and their partial
+    products are summed in float64.
+    """
+    def part(lo, hi):
+        a = A[:, lo:hi]
+        b = a if weights is None else a * weights[lo:hi][None, :].astype(a.dtype, copy=False)
+        return (a @ b.T).astype(xp.float64, copy=False)
+
+    parts = [part(0, A.shape[1])] if is_cupy_namespace(xp) else map_ranges(part, A.shape[1], _min_columns(A.shape[0]))
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + p
+    return sym(out)
+
+
+def matmul_rows(At, W, xp):
+    """``At @ W`` for ``At`` (n, m) and ``W`` (m, k), row ranges on the worker pool (CPU)."""
+    W = W.astype(At.dtype, copy=False)
+    if is_cupy_namespace(xp):
+        return At @ W
+    out = np.empty((At.shape[0], W.shape[1]), dtype=At.dtype)
+    map_ranges(lambda lo, hi: np.matmul(At[lo:hi], W, out=out[lo:hi]), At.shape[0], _min_columns(W.shape[0]))
+    return out
 
 
 def factorize(kernel, X, Z, penalty, xp, L=None):
@@ -178,7 +217,7 @@ def factorize(kernel, X, Z, penalty, xp, L=None):
         L = kmm_factor(kernel, Z, xp)
     # K^T = k(Z, X) (m, n), C-contiguous and ours: overwritten by A = L^{-1} K^T.
     A = solve_lower_inplace(L, kernel_matrix(kernel, Z, X), xp)
-    S = sym((A @ A.T).astype(xp.float64))
+    S = gram(A, xp)
     n_lam = float(n * penalty)
     M = S.copy()
     idx = xp.arange(M.shape[0])
@@ -400,11 +439,21 @@ class CotangentBuilder:
             P = xp.concatenate([xp.asarray(P, dtype=At.dtype) for P in Ps], axis=1)
             Q = xp.concatenate([xp.asarray(Q, dtype=At.dtype) for Q in Qs], axis=1)
             return KernelCotangent(X, P=P, Q=Q)
-        G = At @ self.dense_W().astype(At.dtype)
-        if self.thin:
-            P = xp.concatenate([xp.asarray(P, dtype=At.dtype) for P, _ in self.thin], axis=1)
-            Q = xp.concatenate([xp.asarray(Q, dtype=At.dtype) for _, Q in self.thin], axis=1)
-            add_outer(G, P, Q, xp)
+        Wd = self.dense_W()
+        if not self.thin:
+            return KernelCotangent(X, G=matmul_rows(At, Wd, xp))
+        P = xp.concatenate([xp.asarray(P, dtype=At.dtype) for P, _ in self.thin], axis=1)
+        Q = xp.concatenate([xp.asarray(Q, dtype=At.dtype) for _, Q in self.thin], axis=1)
+        if is_cupy_namespace(xp):
+            return KernelCotangent(X, G=add_outer(At @ Wd.astype(At.dtype), P, Q, xp))
+        G = np.empty((At.shape[0], Wd.shape[1]), dtype=At.dtype)
+        Wc = Wd.astype(At.dtype, copy=False)
+
+        def rows(lo, hi):
+            np.matmul(At[lo:hi], Wc, out=G[lo:hi])
+            add_outer(G[lo:hi], P[lo:hi], Q, xp)
+
+        map_ranges(rows, At.shape[0], _min_columns(Wd.shape[0]))
         return KernelCotangent(X, G=G)
 
     def cotangents(self, X, extra_nm=()):

@@ -41,7 +41,8 @@ from __future__ import annotations
 
 from .._config import block_rows
 from ._base import Cotangents, Evaluation, Objective
-from ._exact import CotangentBuilder, factorize, fit, solve_lower_inplace, sym, tri_solve
+from .._parallel import active_workers, map_ranges
+from ._exact import CotangentBuilder, factorize, fit, gram, solve_lower_inplace, sym, tri_solve
 
 __all__ = ["LOOCV"]
 
@@ -95,7 +96,7 @@ class LOOCV(Objective):
         b = CotangentBuilder(fac, self.Y, f, xp)
         b.add_hat_quadratic(f.R * w[:, None].astype(f.R.dtype), -2.0 * c)
         # 2c Tr(U dH)
-        Psi = sym((Vt.T @ (Vt * u[:, None].astype(Vt.dtype))).astype(f64))
+        Psi = gram(Vt.T, xp, weights=u)  # V diag(u) V^T
         X1 = tri_solve(fac.C, b.get("Linv"), xp)
         PsiX1 = Psi @ X1
         b.add_W((-4.0 * c) * tri_solve(fac.C, PsiX1, xp, trans=True))
@@ -106,11 +107,15 @@ class LOOCV(Objective):
         # G_nm += 4c diag(u) V^T X1, in row blocks (no third n x m temporary)
         X1c = ((4.0 * c) * X1).astype(Vt.dtype)
         uc = u[:, None].astype(Vt.dtype)
-        step = block_rows(n, X1c.shape[0], Vt.dtype.itemsize, n_temps=1)
-        for start in range(0, n, step):
-            rows = slice(start, min(start + step, n))
-            part = Vt[rows] @ X1c
-            part *= uc[rows]
-            kc.G[rows] += part
+        step = block_rows(n, X1c.shape[0], Vt.dtype.itemsize, n_temps=max(1, active_workers()))
+
+        def add_rows(lo, hi):
+            for start in range(lo, hi, step):
+                rows = slice(start, min(start + step, hi))
+                part = Vt[rows] @ X1c
+                part *= uc[rows]
+                kc.G[rows] += part
+
+        map_ranges(add_rows, n)
         del Vt
         return Evaluation(terms, Cotangents(nm=(kc,), mm=sym(b.Gmm), penalty=b.glam))

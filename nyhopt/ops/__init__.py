@@ -16,9 +16,14 @@ import importlib
 
 import numpy as np
 
-from ..backend import get_namespace, is_cupy_namespace
+from .._parallel import active_workers, map_ranges
 from .._validation import check_matrix
+from ..backend import get_namespace, is_cupy_namespace
+from ..kernels import KernelGrad
 from . import _reference
+
+#: Kernel entries per row range below which a pool phase does not split an operation.
+MIN_ENTRIES = 2**18
 
 __all__ = [
     "kernel_matrix",
@@ -85,11 +90,36 @@ def _operand(a, name, rows, dtype, xp):
     return a
 
 
+def _split_rows(xp, n, m):
+    """Whether to cut the rows of ``X`` over nyhopt's worker pool (CPU, pool phase, enough work)."""
+    return not is_cupy_namespace(xp) and active_workers() > 1 and n * m >= 2 * MIN_ENTRIES
+
+
+def _min_rows(m):
+    return max(1, MIN_ENTRIES // max(m, 1))
+
+
+def _sum_grads(parts):
+    """Add the :class:`KernelGrad` of row ranges (``X`` parts are stacked)."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    add = lambda name: None if getattr(first, name) is None else sum(getattr(g, name) for g in parts)  # noqa: E731
+    Xg = None if first.X is None else np.concatenate([g.X for g in parts], axis=0)
+    return KernelGrad(add("lengthscale"), add("centers"), Xg)
+
+
 def kernel_matrix(kernel, X, Z=None):
     """Dense kernel matrix ``k(X, Z)`` (``k(X, X)``, exactly symmetric, if Z is None)."""
     symmetric = Z is None or Z is X
     xp, X, Z, ell = _prepare(kernel, X, X if Z is None else Z)
-    return _module("kernel_matrix", xp)(kernel, X, Z, ell, xp, symmetric=symmetric)
+    impl = _module("kernel_matrix", xp)
+    n, m = X.shape[0], Z.shape[0]
+    if symmetric or not _split_rows(xp, n, m) or impl is _reference.kernel_matrix:
+        return impl(kernel, X, Z, ell, xp, symmetric=symmetric)
+    out = np.empty((n, m), dtype=X.dtype)
+    map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, ell, xp, out=out[lo:hi]), n, _min_rows(m))
+    return out
 
 
 def kmv(kernel, X, Z, V):
@@ -108,7 +138,12 @@ def kmv(kernel, X, Z, V):
     """
     xp, X, Z, ell = _prepare(kernel, X, Z, (V, "V"))
     V2 = _operand(V, "V", Z.shape[0], X.dtype, xp)
-    out = _module("kmv", xp)(kernel, X, Z, V2, ell, xp)
+    impl = _module("kmv", xp)
+    n, m = X.shape[0], Z.shape[0]
+    if _split_rows(xp, n, m):
+        out = np.concatenate(map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, V2, ell, xp), n, _min_rows(m)))
+    else:
+        out = impl(kernel, X, Z, V2, ell, xp)
     return out[:, 0] if xp.asarray(V).ndim == 1 else out
 
 
@@ -144,7 +179,12 @@ def adjoint_dense(kernel, X, Z, G, wrt=("lengthscale", "centers")):
     G = xp.asarray(G)
     if G.shape != (X.shape[0], Z.shape[0]):
         raise ValueError(f"G must have shape {(X.shape[0], Z.shape[0])}, got {tuple(G.shape)}")
-    return _module("adjoint_dense", xp)(kernel, X, Z, G.astype(X.dtype, copy=False), ell, xp, wrt=tuple(wrt))
+    G = G.astype(X.dtype, copy=False)
+    impl, n, m = _module("adjoint_dense", xp), X.shape[0], Z.shape[0]
+    if _split_rows(xp, n, m):
+        return _sum_grads(map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, G[lo:hi], ell, xp, wrt=tuple(wrt)),
+                                     n, _min_rows(m)))
+    return impl(kernel, X, Z, G, ell, xp, wrt=tuple(wrt))
 
 
 def adjoint_lowrank(kernel, X, Z, P, Q, wrt=("lengthscale", "centers")):
@@ -160,4 +200,8 @@ def adjoint_lowrank(kernel, X, Z, P, Q, wrt=("lengthscale", "centers")):
     Q2 = _operand(Q, "Q", Z.shape[0], X.dtype, xp)
     if P2.shape[1] != Q2.shape[1]:
         raise ValueError(f"P and Q must have the same number of columns, got {P2.shape[1]} and {Q2.shape[1]}")
-    return _module("adjoint_lowrank", xp)(kernel, X, Z, P2, Q2, ell, xp, wrt=tuple(wrt))
+    impl, n, m = _module("adjoint_lowrank", xp), X.shape[0], Z.shape[0]
+    if _split_rows(xp, n, m):
+        return _sum_grads(map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, P2[lo:hi], Q2, ell, xp, wrt=tuple(wrt)),
+                                     n, _min_rows(m)))
+    return impl(kernel, X, Z, P2, Q2, ell, xp, wrt=tuple(wrt))

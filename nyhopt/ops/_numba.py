@@ -493,8 +493,8 @@ def _t64(A):
     return np.ascontiguousarray(np.asarray(A, dtype=np.float64).T)
 
 
-def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False):
-    """Dense ``k(X, Z)`` (n, m) in the dtype of ``X``.
+def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False, out=None):
+    """Dense ``k(X, Z)`` (n, m) in the dtype of ``X`` (written into ``out`` when given).
 
     Distances come from coordinate differences, so ``k(X, X)`` is exactly
     symmetric with a unit diagonal without further work (``symmetric`` is
@@ -502,8 +502,13 @@ def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False):
     """
     code, X, ell_full, Zt = _setup(kernel, X, Z, ell)
     if code is None:
-        return _reference.kernel_matrix(kernel, X, Z, ell, xp, symmetric=symmetric)
-    out = np.empty((X.shape[0], Zt.shape[1]), dtype=X.dtype)
+        K = _reference.kernel_matrix(kernel, X, Z, ell, xp, symmetric=symmetric)
+        if out is None:
+            return K
+        out[...] = K
+        return out
+    if out is None or not out.flags.c_contiguous:
+        out = np.empty((X.shape[0], Zt.shape[1]), dtype=X.dtype)
     _kernel_matrix(code, X, ell_full, Zt, out, _n_chunks(X.shape[0], Zt.shape[1]))
     return out
 

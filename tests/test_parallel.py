@@ -1,0 +1,87 @@
+"""Row-range parallelism (nyhopt._parallel) gives the same numbers as one range."""
+import threading
+
+import numpy as np
+import pytest
+
+import nyhopt as nh
+from nyhopt import _parallel, ops
+from nyhopt._parallel import map_ranges, pool_phase
+from nyhopt.objectives import _exact
+
+OBJECTIVES = ["holdout", "loocv", "gcv", "creg", "sgpr", "prop"]
+
+
+@pytest.fixture
+def split_everything(monkeypatch):
+    """Make every operation of a pool phase split, even on tiny inputs."""
+    monkeypatch.setattr(ops, "MIN_ENTRIES", 1)
+    monkeypatch.setattr(_parallel, "MIN_ROWS", 1)
+    monkeypatch.setattr(_exact, "_min_columns", lambda m: 1)
+
+
+def test_map_ranges_covers_the_rows_in_order():
+    assert map_ranges(lambda lo, hi: (lo, hi), 10) == [(0, 10)]  # no pool phase: one call
+    names = set()
+
+    def record(lo, hi):
+        names.add(threading.current_thread().name)
+        return (lo, hi)
+
+    with pool_phase(3):
+        got = map_ranges(record, 10, min_rows=1)
+    assert got == [(0, 3), (3, 6), (6, 10)]
+    assert len(names) >= 2  # the caller and at least one worker
+    with pool_phase(3):
+        assert map_ranges(lambda lo, hi: (lo, hi), 10, min_rows=6) == [(0, 10)]
+
+
+def test_map_ranges_propagates_errors():
+    def boom(lo, hi):
+        if lo == 0:
+            raise ValueError("first range")
+        return hi
+
+    with pool_phase(2), pytest.raises(ValueError, match="first range"):
+        map_ranges(boom, 10, min_rows=1)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("kind", ["gaussian", "laplacian", "matern52"])
+def test_split_operations_match_one_range(rng, split_everything, kind, dtype):
+    X = rng.uniform(-1, 1, (57, 3)).astype(dtype)
+    Z = X[:9].copy()
+    kernel = nh.make_kernel(kind, np.array([0.8, 1.3, 1.1]))
+    V, P, Q = rng.standard_normal((9, 3)), rng.standard_normal((57, 2)), rng.standard_normal((9, 2))
+    G = rng.standard_normal((57, 9))
+    wrt = ("lengthscale", "centers", "X")
+
+    def run():
+        return (ops.kernel_matrix(kernel, X, Z), ops.kernel_matrix(kernel, Z, X), ops.kmv(kernel, X, Z, V),
+                ops.adjoint_dense(kernel, X, Z, G, wrt=wrt), ops.adjoint_lowrank(kernel, X, Z, P, Q, wrt=wrt))
+
+    one = run()
+    with pool_phase(3):
+        split = run()
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for a, b in zip(one[:3], split[:3]):
+        np.testing.assert_allclose(b, a, rtol=tol, atol=tol)
+    for ga, gb in zip(one[3:], split[3:]):
+        for name in wrt:
+            np.testing.assert_allclose(getattr(gb, name), getattr(ga, name), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", OBJECTIVES)
+def test_exact_objectives_split_match_one_range(rng, split_everything, monkeypatch, name):
+    X = rng.uniform(-1, 1, (80, 2))
+    y = np.column_stack([np.sin(3 * X[:, 0]), np.cos(2 * X[:, 1])])
+    params = nh.Params.from_natural(1e-3, [0.7, 1.2], X[:12])
+    obj = nh.make_objective(name, X, y, random_state=0)
+    monkeypatch.setenv("NYHOPT_THREAD_POLICY", "0")  # no pool: one range
+    v1, g1 = obj.value_and_grad(params)
+    monkeypatch.setenv("NYHOPT_THREAD_POLICY", "1")
+    monkeypatch.setattr("nyhopt._threads.pool_workers", lambda: 3)
+    v2, g2 = obj.value_and_grad(params)
+    assert v2 == pytest.approx(v1, rel=1e-12)
+    for field in ("log_penalty", "log_lengthscale", "centers"):
+        np.testing.assert_allclose(getattr(g2, field), getattr(g1, field), rtol=1e-9, atol=1e-12)
