@@ -84,6 +84,14 @@ def test_products_match_reference(rng, kind, dtype):
         ref32 = [getattr(_reference, op)(kernel, X, Z, *args, ell, np) for op, args in calls]
     assert fast_nou[1] is None
     np.testing.assert_array_equal(fast_nou[0], fast[3])
+    with nh.memory_budget(TINY):
+        ktkv, ktu, kv = _numba.normal_matvec(kernel, X, Z, V, ell, np, U=U, kv=True)
+        ref_kv = _reference.normal_matvec(kernel, X, Z, V, ell, np, U=U, kv=True)[2]
+    np.testing.assert_array_equal(ktkv, fast[3])
+    np.testing.assert_array_equal(ktu, fast[4])
+    assert kv.dtype == dtype
+    close(kv, ref[1], RTOL[dtype])  # K V from the same pass equals kmv
+    close(ref_kv, ref[1], 1e-5 if dtype == np.float32 else 1e-12)
     for i, (got, want) in enumerate(zip(fast, ref)):
         assert got.dtype == dtype
         close(got, want, RTOL[dtype])

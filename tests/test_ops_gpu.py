@@ -87,6 +87,9 @@ def test_products_match_numpy(cp, rng, kind, dtype, d):
     ]
     K = want[0]
     want += [K.T @ (K @ V64), K.T @ U64]
+    with nh.memory_budget(TINY):
+        got.append(ops.normal_matvec(kernel, Xd, Zd, Vd, Ud, kv=True)[2])
+    want.append(want[1])
     for g, w in zip(got, want):
         assert isinstance(g, cp.ndarray) and g.dtype == dtype
         close(g, w, RTOL[dtype])

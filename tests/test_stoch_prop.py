@@ -449,3 +449,33 @@ def test_cupy_matches_numpy(rng):
     v_cp, g_cp = StochasticProp(cp.asarray(X), cp.asarray(y), random_state=0, **EXACT).value_and_grad(pc)
     assert v_cp == pytest.approx(v_np, rel=1e-8)
     np.testing.assert_allclose(cp.asnumpy(g_cp.centers), g_np.centers, rtol=1e-6, atol=1e-10)
+
+
+@pytest.mark.parametrize("gradient", ["whitened", "direct"])
+def test_passes_over_the_data_per_step(rng, monkeypatch, gradient):
+    """Cold step: one pass for the right-hand side, one per CG iteration, two for the gradient."""
+    from nyhopt import ops
+    from nyhopt.ops import _numba, _reference
+
+    X, y, params = problem(rng, n=150)
+    obj = nh.make_objective("stoch-prop", X, y, n_rows=40, gradient=gradient, random_state=0)
+    calls = []
+    for mod in (_numba, _reference):
+        for op in ("kernel_matrix", "kmv", "kmtv", "normal_matvec", "adjoint_dense", "adjoint_lowrank"):
+            original = getattr(mod, op)
+
+            def spy(kernel, A, *args, _op=op, _original=original, **kwargs):
+                if A.shape[0] == X.shape[0]:
+                    calls.append(_op)
+                return _original(kernel, A, *args, **kwargs)
+
+            monkeypatch.setattr(mod, op, spy)
+    assert ops.CPU_IMPL["normal_matvec"] in ("numba", "numpy")
+    obj.value_and_grad(params)
+    iterations = obj.last_solve.iterations
+    assert len(calls) == 1 + iterations + 2, calls
+    assert calls[-1] == "adjoint_lowrank"
+    calls.clear()
+    obj.reset()
+    obj.value(params)
+    assert len(calls) == 1 + obj.last_solve.iterations + 1  # the value needs only u = Knm a

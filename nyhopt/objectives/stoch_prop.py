@@ -67,9 +67,9 @@ far less sensitive: with an ill-conditioned :math:`K_{mm}` the error of
 :math:`a` is amplified by :math:`T^{-1}` in directions where
 :math:`dK_{nm}` is not small, while :math:`b` is what CG controls
 (measured in ``docs/stochastic.md``: the same gradient accuracy at a 10-30
-times looser tolerance).  It costs one more pass
-(:func:`~nyhopt.ops.normal_matvec` gives :math:`K_{nm}^T K_{nm} a` and
-:math:`K_{nm}^T W` together).
+times looser tolerance).  It costs no extra pass: the pass that forms
+:math:`u = K_{nm} a` also accumulates :math:`K_{nm}^T u` and
+:math:`K_{nm}^T W` (:func:`~nyhopt.ops.normal_matvec` with ``kv=True``).
 
 With :math:`\beta_j = 2 s^2 \mathrm w_j / n` for probe columns and
 :math:`\beta_c = -2 g / (np)`, :math:`g = 1 + T/\kappa`, for target
@@ -87,9 +87,10 @@ gets :math:`g_\lambda = -n\sum_j \beta_j \|b_j\|^2 - 2FT/(np\kappa\lambda)`.
 
 Cost per step: the Falkon solve (one pass over the ``n x m`` kernel per CG
 iteration, plus one for the right-hand side, shared with the initial
-residual on a warm start), one pass for :math:`u` (:func:`~nyhopt.ops.kmv`),
-one for :math:`\hat s` and one adjoint pass
-(:func:`~nyhopt.ops.adjoint_lowrank`), plus :math:`O(q m^2 + m^3)`.
+residual on a warm start), then the two passes of the gradient: one for
+:math:`u` and :math:`\hat s` together and one adjoint pass
+(:func:`~nyhopt.ops.adjoint_lowrank`), plus :math:`O(q m^2 + m^3)`.  A value
+alone needs one pass after the solve (:func:`~nyhopt.ops.kmv` for :math:`u`).
 Memory: :math:`O(n(k + p) + m^2)` beyond the data, never ``n x m``.
 
 Inside the solve :math:`K_{mm}` is Falkon's :math:`T^T T = K_{mm} + \epsilon m I`
@@ -259,8 +260,8 @@ class StochasticProp(Objective):
         zero start (Galerkin property), so they differ only on warm starts.
     gradient : {"whitened", "direct"}, default "whitened"
         Gradient formula (see the module notes); both are exact at exact
-        solves, the whitened one is far more accurate at loose tolerances
-        and costs one more pass over the data.
+        solves, the whitened one is far more accurate at loose tolerances;
+        both take two passes over the data after the solve.
     noise_variance : float, default 1.0
         :math:`s^2`.
     random_state : int, Generator or None
@@ -478,8 +479,12 @@ class StochasticProp(Objective):
 
         a, precond, rhs = self._solve(kernel, Z, lam, W)
 
-        # Quadratic forms from u = Knm a (one pass).
-        u = kmv(kernel, X, Z, a.astype(X.dtype, copy=False))
+        # Quadratic forms from u = Knm a; the whitened gradient's Knm^T (W - u) comes from the same pass.
+        whitened = ctx.need_grad and self.gradient == "whitened"
+        if whitened:
+            KtKa, KtW, u = normal_matvec(kernel, X, Z, a.astype(X.dtype, copy=False), W, kv=True)
+        else:
+            u = kmv(kernel, X, Z, a.astype(X.dtype, copy=False))
         W64, u64 = W.astype(f64, copy=False), u.astype(f64, copy=False)
         b = precond.T @ a  # whitened coefficients; ||b_j||^2 = a_j^T (Kmm + eps m I) a_j
         bb = xp.sum(b * b, axis=0)
@@ -509,8 +514,7 @@ class StochasticProp(Objective):
         beta = xp.concatenate([2.0 * s2 / n * weights, xp.full(p, -scale * g, dtype=f64)])
         P = (2.0 * (W64 - u64)) * beta[None, :]
         Qf = a
-        if self.gradient == "whitened":
-            KtKa, KtW = normal_matvec(kernel, X, Z, a.astype(X.dtype, copy=False), W)
+        if whitened:
             s_hat = solve_triangular(precond.T, KtW.astype(f64) - KtKa.astype(f64), xp, trans=True)
             G_mm = cholesky_adjoint(precond.T, -2.0 * (s_hat * beta[None, :]) @ a.T, xp)
         else:

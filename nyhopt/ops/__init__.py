@@ -155,18 +155,25 @@ def kmtv(kernel, X, Z, U):
     return out[:, 0] if xp.asarray(U).ndim == 1 else out
 
 
-def normal_matvec(kernel, X, Z, V, U=None):
+def normal_matvec(kernel, X, Z, V, U=None, *, kv=False):
     """``K^T (K V)`` and optionally ``K^T U`` in a single pass over ``X``.
 
     This is the product of one Falkon CG iteration (``K = k(X, Z)``).
 
+    Parameters
+    ----------
+    kv : bool, default False
+        Also return ``K V`` (n, k), formed in the same pass anyway.
+
     Returns
     -------
-    (KtKV, KtU) : arrays (m, k) and (m, k') or None.
+    (KtKV, KtU) or (KtKV, KtU, KV) : arrays (m, k), (m, k') or None, and (n, k).
     """
     xp, X, Z, ell = _prepare(kernel, X, Z, (V, "V"), (U, "U"))
     V2 = _operand(V, "V", Z.shape[0], X.dtype, xp)
     U2 = None if U is None else _operand(U, "U", X.shape[0], X.dtype, xp)
+    if kv:
+        return _module("normal_matvec", xp)(kernel, X, Z, V2, ell, xp, U=U2, kv=True)
     return _module("normal_matvec", xp)(kernel, X, Z, V2, ell, xp, U=U2)
 
 

@@ -144,23 +144,28 @@ def kmtv(kernel, X, Z, U, ell, xp):
     return out.astype(X.dtype, copy=False)
 
 
-def normal_matvec(kernel, X, Z, V, ell, xp, U=None):
-    """``(K^T K V, K^T U or None)`` in one pass over ``X``; both (m, k)."""
+def normal_matvec(kernel, X, Z, V, ell, xp, U=None, kv=False):
+    """``(K^T K V, K^T U or None)`` in one pass over ``X``; both (m, k) (and ``K V`` (n, k) with ``kv``)."""
     if not _fused(kernel, X, FUSED_BLOCK_MAX_D):
-        return _reference.normal_matvec(kernel, X, Z, V, ell, xp, U=U)
+        return _reference.normal_matvec(kernel, X, Z, V, ell, xp, U=U, kv=kv)
     Xs, Zt = _scaled_inputs(X, Z, ell, xp)
     n, m = X.shape[0], Z.shape[0]
     out = xp.zeros((m, V.shape[1]), dtype=xp.float64)  # sums across blocks in float64, as the CPU paths
     outu = None if U is None else xp.zeros((m, U.shape[1]), dtype=xp.float64)
+    KV = xp.empty((n, V.shape[1]), dtype=X.dtype) if kv else None
     per_row = 2 * V.shape[1] + (0 if U is None else U.shape[1])
     buf = None
     for sl, b in _blocks(n, m, X.dtype.itemsize, per_row):
         buf = xp.empty((b, m), dtype=X.dtype) if buf is None else buf
         Kb = _block_into(kernel, Xs[sl], Zt, buf[: sl.stop - sl.start])
-        out += Kb.T @ (Kb @ V)
+        KbV = Kb @ V
+        if kv:
+            KV[sl] = KbV
+        out += Kb.T @ KbV
         if U is not None:
             outu += Kb.T @ U[sl]
-    return out.astype(X.dtype, copy=False), None if outu is None else outu.astype(X.dtype, copy=False)
+    res = (out.astype(X.dtype, copy=False), None if outu is None else outu.astype(X.dtype, copy=False))
+    return res + (KV,) if kv else res
 
 
 # ---------------------------------------------------------------------- adjoints

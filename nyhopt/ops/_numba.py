@@ -365,8 +365,9 @@ def _kmtv(kind, X, ell, Zt, U, acc, nch):
 
 
 @numba.njit(**_PAR)
-def _normal(kind, X, ell, Zt, Vt, U, acc, accu, nch):
+def _normal(kind, X, ell, Zt, Vt, U, acc, accu, kv, nch):
     n, m, nv, nu = X.shape[0], Zt.shape[1], Vt.shape[0], U.shape[1]
+    store = kv.shape[0] > 0
     for c in prange(nch):
         lo, hi = _chunk(c, nch, n)
         s0, s1, s2, s3 = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
@@ -375,6 +376,9 @@ def _normal(kind, X, ell, Zt, Vt, U, acc, accu, nch):
             nr = _profile_rows4(kind, X, i, hi, ell, Zt, s0, s1, s2, s3)
             for q in range(0, nv - 1, 2):  # two columns at a time: each row load feeds 4 FMAs
                 t0, t1, t2, t3, r0, r1, r2, r3 = _dots4x2(Vt, q, s0, s1, s2, s3)
+                if store:
+                    _store4(kv, i, q, nr, t0, t1, t2, t3)
+                    _store4(kv, i, q + 1, nr, r0, r1, r2, r3)
                 t1, r1 = (t1, r1) if nr > 1 else (0.0, 0.0)
                 t2, r2 = (t2, r2) if nr > 2 else (0.0, 0.0)
                 t3, r3 = (t3, r3) if nr > 3 else (0.0, 0.0)
@@ -382,6 +386,8 @@ def _normal(kind, X, ell, Zt, Vt, U, acc, accu, nch):
             if nv % 2:
                 q = nv - 1
                 t0, t1, t2, t3 = _dots4(Vt, q, s0, s1, s2, s3)
+                if store:
+                    _store4(kv, i, q, nr, t0, t1, t2, t3)
                 t1 = t1 if nr > 1 else 0.0
                 t2 = t2 if nr > 2 else 0.0
                 t3 = t3 if nr > 3 else 0.0
@@ -534,19 +540,24 @@ def kmtv(kernel, X, Z, U, ell, xp):
     return acc.sum(axis=0).T.astype(X.dtype)
 
 
-def normal_matvec(kernel, X, Z, V, ell, xp, U=None):
-    """``(K^T K V, K^T U or None)`` in one pass over ``X``; both (m, k)."""
+def normal_matvec(kernel, X, Z, V, ell, xp, U=None, kv=False):
+    """``(K^T K V, K^T U or None)`` in one pass over ``X``; both (m, k).
+
+    With ``kv=True`` the product ``K V`` (n, k) of the same pass is returned third.
+    """
     code, X, ell_full, Zt = _setup(kernel, X, Z, ell)
     if code is None:
-        return _reference.normal_matvec(kernel, X, Z, V, ell, xp, U=U)
+        return _reference.normal_matvec(kernel, X, Z, V, ell, xp, U=U, kv=kv)
     m = Zt.shape[1]
     Uc = np.zeros((X.shape[0], 0), dtype=X.dtype) if U is None else np.ascontiguousarray(U)
     nch = _n_chunks(X.shape[0], (V.shape[1] + Uc.shape[1] + 4) * m)
     acc = np.zeros((nch, V.shape[1], m))
     accu = np.zeros((nch, Uc.shape[1], m))
-    _normal(code, X, ell_full, Zt, _t64(V), Uc, acc, accu, nch)
+    KV = np.empty((X.shape[0] if kv else 0, V.shape[1]), dtype=X.dtype)
+    _normal(code, X, ell_full, Zt, _t64(V), Uc, acc, accu, KV, nch)
     out = acc.sum(axis=0).T.astype(X.dtype)
-    return out, (None if U is None else accu.sum(axis=0).T.astype(X.dtype))
+    res = (out, None if U is None else accu.sum(axis=0).T.astype(X.dtype))
+    return res + (KV,) if kv else res
 
 
 def _check_wrt(wrt):

@@ -99,22 +99,28 @@ def kmtv(kernel, X, Z, U, ell, xp):
     return out.astype(X.dtype, copy=False)
 
 
-def normal_matvec(kernel, X, Z, V, ell, xp, U=None):
+def normal_matvec(kernel, X, Z, V, ell, xp, U=None, kv=False):
     """``K^T (K V)`` in one pass over the data, plus ``K^T U`` when ``U`` is given.
 
-    Returns ``(K^T K V, K^T U or None)``; both (m, k).
+    Returns ``(K^T K V, K^T U or None)``; both (m, k); with ``kv=True`` also
+    ``K V`` (n, k), the intermediate product of the same pass.
     """
     Xs, Zs = scaled(X, ell, xp), scaled(Z, ell, xp)
     zz = xp.sum(Zs * Zs, axis=1)
     out = xp.zeros((Z.shape[0], V.shape[1]), dtype=xp.float64)
     outu = None if U is None else xp.zeros((Z.shape[0], U.shape[1]), dtype=xp.float64)
+    KV = xp.empty((X.shape[0], V.shape[1]), dtype=X.dtype) if kv else None
     per_row = 2 * V.shape[1] + (0 if U is None else U.shape[1])
     for sl in _blocks(X.shape[0], Z.shape[0], X.dtype.itemsize, per_row=per_row):
         Kb = kernel_block(kernel, Xs[sl], Zs, xp, zz)
-        out += Kb.T @ (Kb @ V)
+        KbV = Kb @ V
+        if kv:
+            KV[sl] = KbV
+        out += Kb.T @ KbV
         if U is not None:
             outu += Kb.T @ U[sl]
-    return out.astype(X.dtype, copy=False), None if U is None else outu.astype(X.dtype, copy=False)
+    res = (out.astype(X.dtype, copy=False), None if U is None else outu.astype(X.dtype, copy=False))
+    return res + (KV,) if kv else res
 
 
 def _contract(W, Xs, Zs, ell, wrt, xp, acc):
