@@ -177,7 +177,7 @@ def _check_iter_args(tol, maxiter):
 
 
 def falkon_solve(kernel, X, Z, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None, precond=None,
-                 rhs=None, warn=True):
+                 rhs=None, warn=True, cache=None):
     r"""Solve :math:`(K_{nm}^T K_{nm} + n\lambda K_{mm})\,\alpha = K_{nm}^T Y` by Falkon.
 
     Parameters
@@ -209,6 +209,10 @@ def falkon_solve(kernel, X, Z, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None,
     warn : bool, default True
         Emit a :class:`ConvergenceWarning` when CG stops at ``maxiter`` above
         ``tol``.
+    cache : nyhopt.ops.cached.CachedKernel, optional
+        :math:`K_{nm}` of these ``X``, ``Z`` and kernel held in memory: the
+        passes become matrix products with it (an opt-in that trades
+        ``n x m`` memory for time; by default nothing ``n x m`` is formed).
 
     Returns
     -------
@@ -239,11 +243,13 @@ def falkon_solve(kernel, X, Z, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None,
     ((20, 1), True)
     """
     xp = get_namespace(X, Z, Y, beta0, rhs)
-    with cpu_threads("numba", xp):  # the passes over the data dominate: Numba owns the cores
-        return _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp)
+    if cache is None:
+        with cpu_threads("numba", xp):  # the passes over the data dominate: Numba owns the cores
+            return _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, None)
+    return _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, cache)
 
 
-def _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp):
+def _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, cache):
     X = check_matrix(X, "X", xp)
     Z = check_matrix(Z, "Z", xp, dtype=X.dtype, n_features=X.shape[1])
     n, m = X.shape[0], Z.shape[0]
@@ -275,11 +281,15 @@ def _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, w
         )
 
     dt = X.dtype
+    if cache is not None and tuple(cache.shape) != (n, m):
+        raise ValueError(f"cache holds a {tuple(cache.shape)} kernel matrix, expected {(n, m)}")
+    normal = (lambda V, U: normal_matvec(kernel, X, Z, V, U)) if cache is None else cache.normal_matvec
+    kmtv_ = (lambda U: kmtv(kernel, X, Z, U)) if cache is None else cache.kmtv
 
     def data_pass(Vw, U=None):
         """T^{-T} K^T K T^{-1} A^{-1} Vw / n  (and K^T U), float64 out."""
         V = solve_triangular(precond.T, solve_triangular(precond.A, Vw, xp), xp)
-        KtKV, KtU = normal_matvec(kernel, X, Z, V.astype(dt, copy=False), U)
+        KtKV, KtU = normal(V.astype(dt, copy=False), U)
         out = solve_triangular(precond.T, KtKV.astype(np.float64, copy=False), xp, trans=True)
         out /= n
         return out, (None if KtU is None else KtU.astype(np.float64, copy=False))
@@ -301,7 +311,7 @@ def _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, w
         r0 = b - Wb0
     else:
         if rhs is None:
-            rhs = kmtv(kernel, X, Z, Y).astype(np.float64, copy=False)
+            rhs = kmtv_(Y).astype(np.float64, copy=False)
         b = precond.apply_transpose(rhs)
     cg = conjugate_gradient(W, b, x0=beta0, tol=tol, maxiter=maxiter, xp=xp, r0=r0)
     if warn and not cg.converged:

@@ -1,0 +1,125 @@
+"""Kernel products with :math:`K = k(X, Z)` held in memory.
+
+The streaming operations of :mod:`nyhopt.ops` evaluate the kernel again on
+every pass: that is what keeps their memory at row blocks, and what makes a
+pass cost several times a matrix product on the CPU.  When the ``n x m``
+matrix fits in memory and the same :math:`K` is used for many passes (a
+Falkon solve: one per CG iteration), :class:`CachedKernel` evaluates it once
+and turns every pass into BLAS products.  It is an opt-in (for example
+``make_objective("stoch-prop", ..., kernel_cache=True)``): the scalable
+paths never form :math:`K` by default.
+
+Sums over the rows are accumulated in float64 across row ranges, as in the
+streaming operations; within a range the products see the data dtype.  In a
+``"pool"`` phase (:mod:`nyhopt._threads`) the row ranges run on nyhopt's
+worker threads.
+
+Examples
+--------
+>>> import numpy as np
+>>> import nyhopt as nh
+>>> from nyhopt import ops
+>>> from nyhopt.ops.cached import CachedKernel
+>>> rng = np.random.default_rng(0)
+>>> X, V = rng.normal(size=(50, 2)), rng.normal(size=(5, 3))
+>>> ck = CachedKernel(nh.GaussianKernel(1.0), X, X[:5])
+>>> bool(np.allclose(ck.normal_matvec(V)[0], ops.normal_matvec(nh.GaussianKernel(1.0), X, X[:5], V)[0]))
+True
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._parallel import map_ranges
+from ..backend import get_namespace, is_cupy_namespace
+from . import kernel_matrix
+
+__all__ = ["CachedKernel"]
+
+_MIN_ENTRIES = 2**18
+
+
+def _column_block(a, n, dtype, xp, name):
+    a = xp.asarray(a)
+    if a.ndim == 1:
+        a = a[:, None]
+    if a.ndim != 2 or a.shape[0] != n:
+        raise ValueError(f"{name} must have {n} rows, got shape {tuple(a.shape)}")
+    return a.astype(dtype, copy=False)
+
+
+class CachedKernel:
+    """:math:`K = k(X, Z)` (n, m) evaluated once; products as in :mod:`nyhopt.ops`.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : array (n, d)
+    Z : array (m, d)
+        Same array module as ``X`` (cast to its dtype).
+
+    Attributes
+    ----------
+    Kt : array (m, n), dtype of ``X``
+        :math:`K^T`, C-ordered.
+    nbytes : int
+        Memory held by ``Kt``.
+    """
+
+    def __init__(self, kernel, X, Z):
+        self.xp = get_namespace(X, Z)
+        Z = self.xp.asarray(Z).astype(X.dtype, copy=False)
+        # Stored as K^T (m, n), C-ordered: the products below then have their best BLAS layouts.
+        self.Kt = kernel_matrix(kernel, Z, X)
+        self.nbytes = int(self.Kt.nbytes)
+
+    @property
+    def shape(self):
+        return self.Kt.shape[::-1]
+
+    def _ranges(self, fn):
+        Kt = self.Kt
+        if is_cupy_namespace(self.xp):
+            return [fn(0, Kt.shape[1])]
+        return map_ranges(fn, Kt.shape[1], max(1, _MIN_ENTRIES // max(Kt.shape[0], 1)))
+
+    def _sum(self, parts):
+        out = parts[0].astype(self.xp.float64, copy=True)
+        for p in parts[1:]:
+            out += p
+        return out
+
+    def kmv(self, V):
+        """``K @ V`` for V (m, k); (n, k) in the data dtype."""
+        Kt, xp = self.Kt, self.xp
+        Vt = _column_block(V, Kt.shape[0], Kt.dtype, xp, "V").T.copy()
+        KVt = xp.empty((Vt.shape[0], Kt.shape[1]), dtype=Kt.dtype)
+        self._ranges(lambda lo, hi: xp.matmul(Vt, Kt[:, lo:hi], out=KVt[:, lo:hi]))
+        return KVt.T
+
+    def kmtv(self, U):
+        """``K.T @ U`` for U (n, k); (m, k), summed over row ranges in float64."""
+        Kt = self.Kt
+        U2 = _column_block(U, Kt.shape[1], Kt.dtype, self.xp, "U")
+        return self._sum(self._ranges(lambda lo, hi: (U2[lo:hi].T @ Kt[:, lo:hi].T).T))
+
+    def normal_matvec(self, V, U=None, *, kv=False):
+        """``(K^T K V, K^T U or None)`` (and ``K V`` with ``kv``), like :func:`nyhopt.ops.normal_matvec`.
+
+        The two sums are float64 (m, k) arrays.
+        """
+        Kt, xp = self.Kt, self.xp
+        Vt = _column_block(V, Kt.shape[0], Kt.dtype, xp, "V").T.copy()
+        U2 = None if U is None else _column_block(U, Kt.shape[1], Kt.dtype, xp, "U")
+        KVt = xp.empty((Vt.shape[0], Kt.shape[1]), dtype=Kt.dtype)
+
+        def part(lo, hi):
+            Kr = Kt[:, lo:hi]
+            xp.matmul(Vt, Kr, out=KVt[:, lo:hi])
+            KtKV = (KVt[:, lo:hi] @ Kr.T).T
+            return KtKV, (None if U2 is None else (U2[lo:hi].T @ Kr.T).T)
+
+        parts = self._ranges(part)
+        KtKV = self._sum([p[0] for p in parts])
+        KtU = None if U2 is None else self._sum([p[1] for p in parts])
+        return (KtKV, KtU, KVt.T) if kv else (KtKV, KtU)
