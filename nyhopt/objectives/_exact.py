@@ -153,16 +153,17 @@ def _min_columns(m):
     return max(1, 2**18 // max(m, 1))
 
 
-def solve_lower_inplace(L, B, xp):
-    """``B <- L^{-1} B`` for lower-triangular ``L`` (m, m) and ``B`` (m, n), in the dtype of ``B``.
+def solve_lower_inplace(L, B, xp, trans=False):
+    """``B <- L^{-1} B`` (``L^{-T} B`` with ``trans``) for lower-triangular ``L`` (m, m) and ``B`` (m, n).
 
-    On the CPU this is BLAS ``trsm`` in place, on column ranges of ``B`` run
-    by the worker pool (:mod:`nyhopt._parallel`) in a pool phase.
+    The result has the dtype of ``B``.  On the CPU this is BLAS ``trsm`` in
+    place, on column ranges of ``B`` run by the worker pool
+    (:mod:`nyhopt._parallel`) in a pool phase.
     """
     if is_cupy_namespace(xp) or not B.flags.c_contiguous:
-        return tri_solve(L, B, xp)
+        return tri_solve(L, B, xp, trans=trans)
     Lc = L.astype(B.dtype, copy=False)
-    map_ranges(lambda lo, hi: trsm(Lc, B[:, lo:hi], lower=True, overwrite_b=True), B.shape[1],
+    map_ranges(lambda lo, hi: trsm(Lc, B[:, lo:hi], lower=True, trans=trans, overwrite_b=True), B.shape[1],
                _min_columns(B.shape[0]))
     return B
 

@@ -109,6 +109,7 @@ import numpy as np
 
 from ..ops import kernel_matrix, kmtv, kmv, normal_matvec
 from ..ops.cached import CachedKernel
+from ._exact import gram, solve_lower_inplace
 from ..solvers import jitter
 from ..solvers._linalg import add_to_diagonal, cholesky_upper, solve_triangular
 from ..solvers.falkon import ConvergenceWarning, FalkonPreconditioner, falkon_solve
@@ -472,7 +473,8 @@ class StochasticProp(Objective):
         Lt = cholesky_upper(add_to_diagonal(Kmm, jitter(X.dtype), xp), xp, "Kmm + jitter*I")
         if self.trace_estimator == "rows":
             XQ = self._rows(Z.shape[0])
-            AQ = solve_triangular(Lt, kernel_matrix(kernel, XQ, Z).astype(f64).T, xp, trans=True)
+            # L^{-1} K_mQ on the C-ordered (m, q) block (column ranges on the worker pool)
+            AQ = solve_lower_inplace(Lt.T, kernel_matrix(kernel, Z, XQ).astype(f64), xp)
             T = (float(xp.sum(kernel.diag(XQ).astype(f64))) - float(xp.sum(AQ * AQ))) * (n / XQ.shape[0])
             return T, (Lt, XQ, AQ)
         Ab = solve_triangular(Lt, rhs[:, :k], xp, trans=True)  # L^{-1} Kmn v_j
@@ -545,8 +547,8 @@ class StochasticProp(Objective):
         nm = []
         if self.trace_estimator == "rows":
             ratio = n / XQ.shape[0]
-            Gam = solve_triangular(Lt, A_T, xp)  # (Kmm + eps I)^{-1} K_mQ
-            G_mm = G_mm + (gamma_T * ratio) * (Gam @ Gam.T)
+            Gam = solve_lower_inplace(Lt.T, A_T, xp, trans=True)  # (Kmm + eps I)^{-1} K_mQ (A_T is ours)
+            G_mm = G_mm + (gamma_T * ratio) * gram(Gam, xp)
             nm.append(KernelCotangent(XQ, G=(-2.0 * gamma_T * ratio) * Gam.T))
         else:
             Gam = solve_triangular(Lt, A_T, xp)  # (Kmm + eps I)^{-1} Kmn v_j
