@@ -286,27 +286,26 @@ def _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, w
     normal = (lambda V, U: normal_matvec(kernel, X, Z, V, U)) if cache is None else cache.normal_matvec
     kmtv_ = (lambda U: kmtv(kernel, X, Z, U)) if cache is None else cache.kmtv
 
-    def data_pass(Vw, U=None):
-        """T^{-T} K^T K T^{-1} A^{-1} Vw / n  (and K^T U), float64 out."""
-        V = solve_triangular(precond.T, solve_triangular(precond.A, Vw, xp), xp)
+    def W_and_rhs(Vw, U=None):
+        """W Vw (and K^T U in the same pass), float64; A^{-1} Vw is solved once."""
+        AiV = solve_triangular(precond.A, Vw, xp)
+        V = solve_triangular(precond.T, AiV, xp)
         KtKV, KtU = normal(V.astype(dt, copy=False), U)
-        out = solve_triangular(precond.T, KtKV.astype(np.float64, copy=False), xp, trans=True)
-        out /= n
+        inner = solve_triangular(precond.T, KtKV.astype(np.float64, copy=False), xp, trans=True)
+        inner /= n
+        inner += penalty * AiV
+        out = solve_triangular(precond.A, inner, xp, trans=True)
         return out, (None if KtU is None else KtU.astype(np.float64, copy=False))
 
     def W(Vw):
-        inner, _ = data_pass(Vw)
-        inner += penalty * solve_triangular(precond.A, Vw, xp)
-        return solve_triangular(precond.A, inner, xp, trans=True)
+        return W_and_rhs(Vw)[0]
 
     r0 = None
     if beta0 is not None:
         need_rhs = rhs is None
-        inner, KtY = data_pass(beta0, Y if need_rhs else None)
+        Wb0, KtY = W_and_rhs(beta0, Y if need_rhs else None)
         if need_rhs:
             rhs = KtY
-        inner += penalty * solve_triangular(precond.A, beta0, xp)
-        Wb0 = solve_triangular(precond.A, inner, xp, trans=True)
         b = precond.apply_transpose(rhs)
         r0 = b - Wb0
     else:
