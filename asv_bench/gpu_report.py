@@ -5,8 +5,8 @@ one line per case (median of ``repeat`` synchronized runs after one warm-up):
 
 * the block operations at n = 20000 and n = 1,000,000 (m = 1000, d = 8, k = 21);
 * ``value_and_grad`` of every exact objective on P1 (float64 and float32);
-* one cold ``stoch-prop`` step on P2 and P3 (float64 and float32), with the
-  peak GPU memory of the step;
+* one cold ``stoch-prop`` step on P2 and P3 (float64, float32, and float64
+  with ``kernel_cache=True``), with the GPU memory pool of the step;
 * a Falkon fit of ``NystromKRR`` at n = 1,000,000, m = 1000.
 
 Each case is guarded: a failure prints its traceback and the script goes on.
@@ -90,12 +90,12 @@ def main(quick=False):
     for which, n, m in (("P2", 20000, 200), ("P3", 1_000_000, 1000)):
         if quick and which == "P3":
             continue
-        for dtype in (np.float64, np.float32):
-            def run(n=n, m=m, dtype=dtype):
+        for dtype, cache in ((np.float64, False), (np.float32, False), (np.float64, True)):
+            def run(n=n, m=m, dtype=dtype, cache=cache):
                 ds = synthetic(n, d=8, n_test=10, seed=1234, dtype=dtype)
                 X, y = cp.asarray(ds.X_train), cp.asarray(ds.y_train)
                 theta = nh.Params.from_natural(penalty=1e-4, lengthscale=np.ones(8), centers=X[:m])
-                obj = nh.make_objective("stoch-prop", X, y, kernel="gaussian", random_state=0)
+                obj = nh.make_objective("stoch-prop", X, y, kernel="gaussian", random_state=0, kernel_cache=cache)
 
                 def step():
                     obj.reset()
@@ -111,7 +111,8 @@ def main(quick=False):
                 return (f"{fmt(t)}; {rec.iterations} CG iterations, residual {rec.residual:.2g}, "
                         f"value {float(value):.6g}; {peak_note}")
 
-            _case(f"{which} stoch-prop cold step n={n} m={m} t=20 {np.dtype(dtype).name}", run)
+            label = f"{which} stoch-prop cold step n={n} m={m} t=20 {np.dtype(dtype).name}" + (" kernel_cache" if cache else "")
+            _case(label, run)
             pool.free_all_blocks()
 
     if not quick:

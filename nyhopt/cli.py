@@ -125,9 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--epochs", type=_nonneg_int, default=50, help="Adam epochs (default 50)")
     demo.add_argument("--lr", type=_positive_float, default=0.1, help="learning rate (default 0.1)")
     demo.add_argument("--float64", action="store_true", help="compute in float64 (default float32)")
-    demo.add_argument("--blas-threads", type=_nonneg_int, default=1, metavar="N",
-                      help="BLAS threads during the demo (default 1; 0 = the library default). One thread "
-                           "is about as fast on an idle machine and many times faster on a busy one")
+    demo.add_argument("--blas-threads", type=_nonneg_int, default=0, metavar="N",
+                      help="limit the BLAS thread pools during the demo to N threads (default 0: no limit; "
+                           "nyhopt keeps BLAS and Numba threads from competing by itself)")
     demo.add_argument("--report", metavar="PNG", help="also save a picture of the run (needs matplotlib)")
     demo.add_argument("--quiet", action="store_true", help="print only the result")
     demo.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
@@ -319,7 +319,7 @@ def _blas_threads(n):
 
 
 def run_demo(seed=0, objective="prop", centers=500, epochs=50, lr=0.1, dtype=np.float32, report=None,
-             quiet=False, stream=None, blas_threads=1) -> dict:
+             quiet=False, stream=None, blas_threads=0) -> dict:
     """Tune on scikit-learn's digits and report the test error (the ``nyhopt demo`` command).
 
     Parameters
@@ -336,7 +336,7 @@ def run_demo(seed=0, objective="prop", centers=500, epochs=50, lr=0.1, dtype=np.
     quiet : bool, default False
         Print only the final line.
     stream : file-like, default sys.stdout
-    blas_threads : int, default 1
+    blas_threads : int, default 0
         Limit of the BLAS thread pools while tuning (through threadpoolctl,
         which comes with scikit-learn); 0 leaves them alone.
 
