@@ -21,7 +21,7 @@ import concurrent.futures
 import contextlib
 import threading
 
-__all__ = ["map_ranges", "active_workers", "pool_phase"]
+__all__ = ["map_ranges", "active_workers", "pool_phase", "min_rows"]
 
 _state = threading.local()
 _lock = threading.Lock()
@@ -29,6 +29,13 @@ _executors: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
 
 #: Fewer rows than this per range are not worth a thread hand-off.
 MIN_ROWS = 2048
+#: Fewer matrix entries than this per range are not worth a thread hand-off.
+MIN_ENTRIES = 2**18
+
+
+def min_rows(width: int) -> int:
+    """Rows per range so that a range of a ``(rows, width)`` operation holds ``MIN_ENTRIES`` entries."""
+    return max(1, MIN_ENTRIES // max(int(width), 1))
 
 
 def _worker_init():

@@ -14,7 +14,7 @@ TOL = {np.float64: 1e-12, np.float32: 2e-5}
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("workers", [1, 3])
 def test_products_match_streaming(rng, dtype, workers, monkeypatch):
-    monkeypatch.setattr("nyhopt.ops.cached._MIN_ENTRIES", 1)
+    monkeypatch.setattr("nyhopt._parallel.MIN_ENTRIES", 1)
     X = rng.uniform(-1, 1, (97, 3)).astype(dtype)
     Z = X[:11].copy()
     kernel = nh.GaussianKernel(np.array([0.7, 1.1, 1.5]))

@@ -7,7 +7,6 @@ import pytest
 import nyhopt as nh
 from nyhopt import _parallel, ops
 from nyhopt._parallel import map_ranges, pool_phase
-from nyhopt.objectives import _exact
 
 OBJECTIVES = ["holdout", "loocv", "gcv", "creg", "sgpr", "prop"]
 
@@ -15,9 +14,8 @@ OBJECTIVES = ["holdout", "loocv", "gcv", "creg", "sgpr", "prop"]
 @pytest.fixture
 def split_everything(monkeypatch):
     """Make every operation of a pool phase split, even on tiny inputs."""
-    monkeypatch.setattr(ops, "MIN_ENTRIES", 1)
+    monkeypatch.setattr(_parallel, "MIN_ENTRIES", 1)
     monkeypatch.setattr(_parallel, "MIN_ROWS", 1)
-    monkeypatch.setattr(_exact, "_min_columns", lambda m: 1)
 
 
 def test_map_ranges_covers_the_rows_in_order():

@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._blas import gemm_update, potrf, trsm
-from .._parallel import map_ranges
+from .._parallel import map_ranges, min_rows
 from ..backend import is_cupy_namespace
 from ..ops import kernel_matrix
 from ._base import Cotangents, KernelCotangent, jitter
@@ -55,7 +55,6 @@ __all__ = [
     "kmm_factor",
     "solve_lower_inplace",
     "gram",
-    "matmul_rows",
     "sym",
 ]
 
@@ -149,10 +148,6 @@ def kmm_factor(kernel, Z, xp):
     return cholesky(Kmm, xp)
 
 
-def _min_columns(m):
-    return max(1, 2**18 // max(m, 1))
-
-
 def solve_lower_inplace(L, B, xp, trans=False):
     """``B <- L^{-1} B`` (``L^{-T} B`` with ``trans``) for lower-triangular ``L`` (m, m) and ``B`` (m, n).
 
@@ -164,7 +159,7 @@ def solve_lower_inplace(L, B, xp, trans=False):
         return tri_solve(L, B, xp, trans=trans)
     Lc = L.astype(B.dtype, copy=False)
     map_ranges(lambda lo, hi: trsm(Lc, B[:, lo:hi], lower=True, trans=trans, overwrite_b=True), B.shape[1],
-               _min_columns(B.shape[0]))
+               min_rows(B.shape[0]))
     return B
 
 
@@ -179,21 +174,11 @@ def gram(A, xp, weights=None):
         b = a if weights is None else a * weights[lo:hi][None, :].astype(a.dtype, copy=False)
         return (a @ b.T).astype(xp.float64, copy=False)
 
-    parts = [part(0, A.shape[1])] if is_cupy_namespace(xp) else map_ranges(part, A.shape[1], _min_columns(A.shape[0]))
+    parts = [part(0, A.shape[1])] if is_cupy_namespace(xp) else map_ranges(part, A.shape[1], min_rows(A.shape[0]))
     out = parts[0]
     for p in parts[1:]:
         out = out + p
     return sym(out)
-
-
-def matmul_rows(At, W, xp):
-    """``At @ W`` for ``At`` (n, m) and ``W`` (m, k), row ranges on the worker pool (CPU)."""
-    W = W.astype(At.dtype, copy=False)
-    if is_cupy_namespace(xp):
-        return At @ W
-    out = np.empty((At.shape[0], W.shape[1]), dtype=At.dtype)
-    map_ranges(lambda lo, hi: np.matmul(At[lo:hi], W, out=out[lo:hi]), At.shape[0], _min_columns(W.shape[0]))
-    return out
 
 
 def factorize(kernel, X, Z, penalty, xp, L=None):
@@ -440,21 +425,22 @@ class CotangentBuilder:
             P = xp.concatenate([xp.asarray(P, dtype=At.dtype) for P in Ps], axis=1)
             Q = xp.concatenate([xp.asarray(Q, dtype=At.dtype) for Q in Qs], axis=1)
             return KernelCotangent(X, P=P, Q=Q)
-        Wd = self.dense_W()
-        if not self.thin:
-            return KernelCotangent(X, G=matmul_rows(At, Wd, xp))
-        P = xp.concatenate([xp.asarray(P, dtype=At.dtype) for P, _ in self.thin], axis=1)
-        Q = xp.concatenate([xp.asarray(Q, dtype=At.dtype) for _, Q in self.thin], axis=1)
+        Wd = self.dense_W().astype(At.dtype, copy=False)
+        P = Q = None
+        if self.thin:
+            P = xp.concatenate([xp.asarray(P, dtype=At.dtype) for P, _ in self.thin], axis=1)
+            Q = xp.concatenate([xp.asarray(Q, dtype=At.dtype) for _, Q in self.thin], axis=1)
+        G = xp.empty((At.shape[0], Wd.shape[1]), dtype=At.dtype)
+
+        def rows(lo, hi):  # row ranges on the worker pool in a pool phase
+            xp.matmul(At[lo:hi], Wd, out=G[lo:hi])
+            if P is not None:
+                add_outer(G[lo:hi], P[lo:hi], Q, xp)
+
         if is_cupy_namespace(xp):
-            return KernelCotangent(X, G=add_outer(At @ Wd.astype(At.dtype), P, Q, xp))
-        G = np.empty((At.shape[0], Wd.shape[1]), dtype=At.dtype)
-        Wc = Wd.astype(At.dtype, copy=False)
-
-        def rows(lo, hi):
-            np.matmul(At[lo:hi], Wc, out=G[lo:hi])
-            add_outer(G[lo:hi], P[lo:hi], Q, xp)
-
-        map_ranges(rows, At.shape[0], _min_columns(Wd.shape[0]))
+            rows(0, At.shape[0])
+        else:
+            map_ranges(rows, At.shape[0], min_rows(Wd.shape[0]))
         return KernelCotangent(X, G=G)
 
     def cotangents(self, X, extra_nm=()):

@@ -16,14 +16,12 @@ import importlib
 
 import numpy as np
 
-from .._parallel import active_workers, map_ranges
+from .. import _parallel
+from .._parallel import active_workers, map_ranges, min_rows
 from .._validation import check_matrix
 from ..backend import get_namespace, is_cupy_namespace
 from ..kernels import KernelGrad
 from . import _reference
-
-#: Kernel entries per row range below which a pool phase does not split an operation.
-MIN_ENTRIES = 2**18
 
 __all__ = [
     "kernel_matrix",
@@ -92,11 +90,7 @@ def _operand(a, name, rows, dtype, xp):
 
 def _split_rows(xp, n, m):
     """Whether to cut the rows of ``X`` over nyhopt's worker pool (CPU, pool phase, enough work)."""
-    return not is_cupy_namespace(xp) and active_workers() > 1 and n * m >= 2 * MIN_ENTRIES
-
-
-def _min_rows(m):
-    return max(1, MIN_ENTRIES // max(m, 1))
+    return not is_cupy_namespace(xp) and active_workers() > 1 and n * m >= 2 * _parallel.MIN_ENTRIES
 
 
 def _sum_grads(parts):
@@ -118,7 +112,7 @@ def kernel_matrix(kernel, X, Z=None):
     if symmetric or not _split_rows(xp, n, m) or impl is _reference.kernel_matrix:
         return impl(kernel, X, Z, ell, xp, symmetric=symmetric)
     out = np.empty((n, m), dtype=X.dtype)
-    map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, ell, xp, out=out[lo:hi]), n, _min_rows(m))
+    map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, ell, xp, out=out[lo:hi]), n, min_rows(m))
     return out
 
 
@@ -141,7 +135,7 @@ def kmv(kernel, X, Z, V):
     impl = _module("kmv", xp)
     n, m = X.shape[0], Z.shape[0]
     if _split_rows(xp, n, m):
-        out = np.concatenate(map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, V2, ell, xp), n, _min_rows(m)))
+        out = np.concatenate(map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, V2, ell, xp), n, min_rows(m)))
     else:
         out = impl(kernel, X, Z, V2, ell, xp)
     return out[:, 0] if xp.asarray(V).ndim == 1 else out
@@ -190,7 +184,7 @@ def adjoint_dense(kernel, X, Z, G, wrt=("lengthscale", "centers")):
     impl, n, m = _module("adjoint_dense", xp), X.shape[0], Z.shape[0]
     if _split_rows(xp, n, m):
         return _sum_grads(map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, G[lo:hi], ell, xp, wrt=tuple(wrt)),
-                                     n, _min_rows(m)))
+                                     n, min_rows(m)))
     return impl(kernel, X, Z, G, ell, xp, wrt=tuple(wrt))
 
 
@@ -210,5 +204,5 @@ def adjoint_lowrank(kernel, X, Z, P, Q, wrt=("lengthscale", "centers")):
     impl, n, m = _module("adjoint_lowrank", xp), X.shape[0], Z.shape[0]
     if _split_rows(xp, n, m):
         return _sum_grads(map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, P2[lo:hi], Q2, ell, xp, wrt=tuple(wrt)),
-                                     n, _min_rows(m)))
+                                     n, min_rows(m)))
     return impl(kernel, X, Z, P2, Q2, ell, xp, wrt=tuple(wrt))

@@ -30,13 +30,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._parallel import map_ranges
+from .._parallel import map_ranges, min_rows
 from ..backend import get_namespace, is_cupy_namespace
 from . import kernel_matrix
 
 __all__ = ["CachedKernel"]
-
-_MIN_ENTRIES = 2**18
 
 
 def _column_block(a, n, dtype, xp, name):
@@ -81,7 +79,7 @@ class CachedKernel:
         Kt = self.Kt
         if is_cupy_namespace(self.xp):
             return [fn(0, Kt.shape[1])]
-        return map_ranges(fn, Kt.shape[1], max(1, _MIN_ENTRIES // max(Kt.shape[0], 1)))
+        return map_ranges(fn, Kt.shape[1], min_rows(Kt.shape[0]))
 
     def _sum(self, parts):
         out = parts[0].astype(self.xp.float64, copy=True)
