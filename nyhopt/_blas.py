@@ -81,20 +81,27 @@ def _candidate_paths():
 
 
 @functools.lru_cache(maxsize=None)
-def _cblas():
-    """The CBLAS of NumPy's bundled OpenBLAS, or None."""
-    if os.environ.get("NYHOPT_NUMPY_BLAS", "1") == "0":
-        return None
+def numpy_openblas():
+    """NumPy's bundled OpenBLAS as a :class:`ctypes.CDLL` (already loaded by NumPy), or None."""
     for path in _candidate_paths():
         try:
-            lib = ctypes.CDLL(path)
+            return ctypes.CDLL(path)
         except OSError:
             continue
-        for pattern, blasint in _NAMES:
-            try:
-                return _Cblas(lib, pattern, blasint)
-            except AttributeError:
-                continue
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _cblas():
+    """The CBLAS/LAPACKE of NumPy's bundled OpenBLAS, or None."""
+    lib = numpy_openblas()
+    if lib is None or os.environ.get("NYHOPT_NUMPY_BLAS", "1") == "0":
+        return None
+    for pattern, blasint in _NAMES:
+        try:
+            return _Cblas(lib, pattern, blasint)
+        except AttributeError:
+            continue
     return None
 
 

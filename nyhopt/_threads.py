@@ -48,18 +48,14 @@ _KINDS = ("blas", "numba", "pool")
 
 def _openblas_function(names):
     """The first of ``names`` exported by NumPy's OpenBLAS (``int f(...)``), or None."""
-    from ._blas import _candidate_paths
+    from ._blas import numpy_openblas
 
-    for path in _candidate_paths():
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for name in names:
-            fn = getattr(lib, name, None)
-            if fn is not None:
-                fn.restype = ctypes.c_int
-                return fn
+    lib = numpy_openblas()
+    for name in names if lib is not None else ():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = ctypes.c_int
+            return fn
     return None
 
 
