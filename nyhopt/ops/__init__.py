@@ -9,6 +9,11 @@ dispatch to one implementation:
   (:mod:`nyhopt.ops._numba`, fused loops).
 
 Row blocks are sized from the memory budget (:func:`nyhopt.set_memory_budget`).
+Inside a ``"pool"`` phase (:mod:`nyhopt._threads`, the exact objectives) the
+kernel matrix, ``kmv`` and the adjoints cut the rows of ``X`` into ranges
+that run on nyhopt's worker threads; ``kmtv`` and ``normal_matvec`` are not
+split, so that their float32 results keep a single float64 accumulation.
+:mod:`nyhopt.ops.cached` holds the kernel matrix for repeated products.
 """
 from __future__ import annotations
 
