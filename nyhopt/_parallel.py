@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import os
 import threading
 
 __all__ = ["map_ranges", "active_workers", "pool_phase", "min_rows"]
 
 _state = threading.local()
 _lock = threading.Lock()
-_executors: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
+_executors: dict[tuple[int, int], concurrent.futures.ThreadPoolExecutor] = {}
 
 #: Fewer rows than this per range are not worth a thread hand-off.
 MIN_ROWS = 2048
@@ -46,11 +47,12 @@ def _worker_init():
 
 def _executor(workers: int) -> concurrent.futures.ThreadPoolExecutor:
     with _lock:
-        ex = _executors.get(workers)
+        # A forked child inherits the executors but not their threads: start afresh there.
+        ex = _executors.get((os.getpid(), workers))
         if ex is None:
             ex = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nyhopt",
                                                        initializer=_worker_init)
-            _executors[workers] = ex
+            _executors[(os.getpid(), workers)] = ex
         return ex
 
 

@@ -83,3 +83,19 @@ def test_exact_objectives_split_match_one_range(rng, split_everything, monkeypat
     assert v2 == pytest.approx(v1, rel=1e-12)
     for field in ("log_penalty", "log_lengthscale", "centers"):
         np.testing.assert_allclose(getattr(g2, field), getattr(g1, field), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_pool_works_in_a_forked_child():
+    import multiprocessing as mp
+
+    with pool_phase(2):
+        assert map_ranges(lambda lo, hi: hi - lo, 10, min_rows=1) == [5, 5]  # executor started here
+    ctx = mp.get_context("fork")
+    with ctx.Pool(1) as pool:
+        assert pool.apply_async(_ranges_in_child).get(timeout=60) == [5, 5]
+
+
+def _ranges_in_child():
+    with pool_phase(2):
+        return map_ranges(lambda lo, hi: hi - lo, 10, min_rows=1)
