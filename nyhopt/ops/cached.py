@@ -32,18 +32,9 @@ import numpy as np
 
 from .._parallel import map_ranges, min_rows
 from ..backend import get_namespace, is_cupy_namespace
-from . import kernel_matrix
+from . import _operand, kernel_matrix
 
 __all__ = ["CachedKernel"]
-
-
-def _column_block(a, n, dtype, xp, name):
-    a = xp.asarray(a)
-    if a.ndim == 1:
-        a = a[:, None]
-    if a.ndim != 2 or a.shape[0] != n:
-        raise ValueError(f"{name} must have {n} rows, got shape {tuple(a.shape)}")
-    return a.astype(dtype, copy=False)
 
 
 class CachedKernel:
@@ -90,7 +81,7 @@ class CachedKernel:
     def kmv(self, V):
         """``K @ V`` for V (m, k); (n, k) in the data dtype."""
         Kt, xp = self.Kt, self.xp
-        Vt = _column_block(V, Kt.shape[0], Kt.dtype, xp, "V").T.copy()
+        Vt = _operand(V, "V", Kt.shape[0], Kt.dtype, xp).T.copy()
         KVt = xp.empty((Vt.shape[0], Kt.shape[1]), dtype=Kt.dtype)
         self._ranges(lambda lo, hi: xp.matmul(Vt, Kt[:, lo:hi], out=KVt[:, lo:hi]))
         return KVt.T
@@ -98,7 +89,7 @@ class CachedKernel:
     def kmtv(self, U):
         """``K.T @ U`` for U (n, k); (m, k), summed over row ranges in float64."""
         Kt = self.Kt
-        U2 = _column_block(U, Kt.shape[1], Kt.dtype, self.xp, "U")
+        U2 = _operand(U, "U", Kt.shape[1], Kt.dtype, self.xp)
         return self._sum(self._ranges(lambda lo, hi: (U2[lo:hi].T @ Kt[:, lo:hi].T).T))
 
     def normal_matvec(self, V, U=None, *, kv=False):
@@ -107,8 +98,8 @@ class CachedKernel:
         The two sums are float64 (m, k) arrays.
         """
         Kt, xp = self.Kt, self.xp
-        Vt = _column_block(V, Kt.shape[0], Kt.dtype, xp, "V").T.copy()
-        U2 = None if U is None else _column_block(U, Kt.shape[1], Kt.dtype, xp, "U")
+        Vt = _operand(V, "V", Kt.shape[0], Kt.dtype, xp).T.copy()
+        U2 = None if U is None else _operand(U, "U", Kt.shape[1], Kt.dtype, xp)
         KVt = xp.empty((Vt.shape[0], Kt.shape[1]), dtype=Kt.dtype)
 
         def part(lo, hi):
