@@ -17,6 +17,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "docs" / "results"
+#: The datasets beside the repository that holds these scripts; found from the scripts' own
+#: location, because an installed nyhopt lives elsewhere (site-packages).
+REPO_DATA_DIR = ROOT.parent / "shared" / "data"
+
+
+def default_data_dir():
+    """``../shared/data`` beside this repository, or ``None`` when ``$NYHOPT_DATA`` is set or it is missing.
+
+    ``None`` lets :func:`nyhopt.datasets.find_data_dir` decide (it reads ``$NYHOPT_DATA`` and
+    explains what it tried).
+    """
+    if os.environ.get("NYHOPT_DATA") or not REPO_DATA_DIR.is_dir():
+        return None
+    return REPO_DATA_DIR
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:
@@ -27,9 +41,9 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=None,
                         help=f"output folder (default {RESULTS_DIR.relative_to(ROOT)}; "
                              "--quick writes under <out>/quick)")
-    parser.add_argument("--data-dir", type=Path, default=None,
-                        help="folder with one sub-folder per dataset (default: see "
-                             "nyhopt.datasets.find_data_dir)")
+    parser.add_argument("--data-dir", type=Path, default=default_data_dir(),
+                        help="folder with one sub-folder per dataset (default: $NYHOPT_DATA, "
+                             "else ../shared/data beside this repository)")
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
     return parser
 

@@ -74,7 +74,7 @@ def select_centers(X, centers, random_state, xp):
             )
         idx = np.sort(as_generator(random_state).choice(n, size=m, replace=False))
         return X[xp.asarray(idx)]
-    if isinstance(centers, (bool, str, float, numbers.Real)) or centers is None:
+    if isinstance(centers, (bool, np.bool_, str, float, numbers.Real)) or centers is None:
         raise TypeError(f"centers must be an int or an array of shape (m, n_features), got {centers!r}")
     if hasattr(centers, "get") and not is_cupy_namespace(xp):
         raise TypeError("centers is a CuPy (device) array but X is a NumPy (host) array")

@@ -5,6 +5,10 @@ chosen so that the temporaries of one block (``b x m`` kernel block and its
 companions) fit in the memory budget.  The default is 256 MiB; change it
 globally with :func:`set_memory_budget` or locally with :func:`memory_budget`.
 
+The setting belongs to the calling thread (a :mod:`contextvars` variable):
+other threads of the user keep theirs, while nyhopt's own worker threads run
+each task with the setting of the thread that submitted it.
+
 Examples
 --------
 >>> import nyhopt as nh
@@ -16,12 +20,12 @@ True
 from __future__ import annotations
 
 import contextlib
-import threading
+import contextvars
 
 __all__ = ["get_memory_budget", "set_memory_budget", "memory_budget", "block_rows"]
 
 _DEFAULT_BUDGET = 256 * 2**20
-_state = threading.local()
+_budget = contextvars.ContextVar("nyhopt_memory_budget", default=_DEFAULT_BUDGET)
 
 
 def get_memory_budget() -> int:
@@ -33,7 +37,7 @@ def get_memory_budget() -> int:
     >>> nh.get_memory_budget() // 2**20
     256
     """
-    return getattr(_state, "budget", _DEFAULT_BUDGET)
+    return _budget.get()
 
 
 def set_memory_budget(nbytes: int) -> None:
@@ -61,7 +65,7 @@ def set_memory_budget(nbytes: int) -> None:
         nbytes = _DEFAULT_BUDGET
     if not isinstance(nbytes, (int,)) or isinstance(nbytes, bool) or nbytes <= 0:
         raise ValueError(f"memory budget must be a positive integer number of bytes, got {nbytes!r}")
-    _state.budget = int(nbytes)
+    _budget.set(int(nbytes))
 
 
 @contextlib.contextmanager
@@ -83,7 +87,7 @@ def memory_budget(nbytes: int):
     try:
         yield
     finally:
-        _state.budget = old
+        _budget.set(old)
 
 
 def block_rows(n: int, m: int, itemsize: int, n_temps: int = 3, per_row: int = 0) -> int:

@@ -1,15 +1,20 @@
-"""The scikit-learn parameter protocol, shared by every nyhopt estimator.
+"""The scikit-learn estimator protocol, shared by every nyhopt estimator.
 
-scikit-learn is not a run-time dependency: this mixin provides
+scikit-learn is not a run-time dependency: :class:`ParamsMixin` provides
 ``get_params``/``set_params`` (with nested ``kernel__<name>`` parameters) and
 a compact ``repr`` from the signature of ``__init__``, which is all that
-``sklearn.base.clone`` and the model-selection tools need.
+``sklearn.base.clone`` and the model-selection tools need;
+:class:`EstimatorMixin` adds the estimator tags and the ``feature_names_in_``
+bookkeeping of DataFrame inputs, with scikit-learn's messages.
 """
 from __future__ import annotations
 
 import inspect
+import warnings
 
-__all__ = ["ParamsMixin"]
+import numpy as np
+
+__all__ = ["ParamsMixin", "EstimatorMixin", "feature_names"]
 
 
 class ParamsMixin:
@@ -95,3 +100,115 @@ class ParamsMixin:
             if not same:
                 parts.append(f"{name}={value!r}")
         return f"{type(self).__name__}({', '.join(parts)})"
+
+
+def feature_names(X):
+    """Column names of a DataFrame-like ``X`` as an object array, or None.
+
+    Names are recorded only when every column name is a string (as
+    scikit-learn does); arrays and frames with non-string names give None.
+
+    Raises
+    ------
+    TypeError
+        If string and non-string column names are mixed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> feature_names(np.ones((2, 2))) is None
+    True
+    """
+    if isinstance(X, np.ndarray) or getattr(X, "columns", None) is None or len(getattr(X, "shape", ())) != 2:
+        return None
+    names = np.asarray(list(X.columns), dtype=object)
+    if names.size == 0:
+        return None
+    kinds = sorted({type(v).__qualname__ for v in names})
+    if kinds == ["str"]:
+        return names
+    if "str" in kinds:
+        raise TypeError(
+            "X: feature names are only supported if all column names are strings, got column name types "
+            f"{kinds}; convert them with X.columns = X.columns.astype(str), or use no names"
+        )
+    return None
+
+
+def _listed(names, most=5):
+    lines = [f"- {n}" for n in names[:most]] + (["- ..."] if len(names) > most else [])
+    return "".join(line + "\n" for line in lines)
+
+
+class EstimatorMixin(ParamsMixin):
+    """:class:`ParamsMixin` plus scikit-learn's tags and feature-name checks.
+
+    Subclasses set ``_estimator_type`` to ``"regressor"`` or ``"classifier"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> class Model(EstimatorMixin):
+    ...     _estimator_type = "regressor"
+    ...     def __init__(self, penalty=1.0):
+    ...         self.penalty = penalty
+    >>> m = Model()
+    >>> m._check_feature_names(None, reset=True)
+    >>> hasattr(m, "feature_names_in_")
+    False
+    """
+
+    _estimator_type = None
+
+    # scikit-learn is imported only when it asks for the tags
+    def __sklearn_tags__(self):
+        from sklearn.utils import ClassifierTags, InputTags, RegressorTags, Tags, TargetTags
+
+        regressor = self._estimator_type == "regressor"
+        return Tags(
+            estimator_type=self._estimator_type,
+            target_tags=TargetTags(required=True, multi_output=regressor, single_output=True),
+            regressor_tags=RegressorTags() if regressor else None,
+            classifier_tags=None if regressor else ClassifierTags(multi_class=True, multi_label=False),
+            input_tags=InputTags(two_d_array=True, sparse=False, allow_nan=False),
+        )
+
+    def _more_tags(self):  # scikit-learn < 1.6
+        return {"requires_y": True, "multioutput": self._estimator_type == "regressor"}
+
+    def _check_feature_names(self, names, reset):
+        """Record (``reset``) or check the feature names ``names`` of an input (see :func:`feature_names`).
+
+        Checking warns when only one of fit and this input had names, and
+        raises ``ValueError`` when the names differ or are reordered.
+        """
+        if reset:
+            if names is not None:
+                self.feature_names_in_ = names
+            elif hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+            return
+        fitted = getattr(self, "feature_names_in_", None)
+        if fitted is None and names is None:
+            return
+        cls = type(self).__name__
+        if fitted is None:
+            warnings.warn(f"X has feature names, but {cls} was fitted without feature names", UserWarning,
+                          stacklevel=4)
+            return
+        if names is None:
+            warnings.warn(f"X does not have valid feature names, but {cls} was fitted with feature names",
+                          UserWarning, stacklevel=4)
+            return
+        if len(names) == len(fitted) and bool(np.all(names == fitted)):
+            return
+        unseen = sorted(set(names) - set(fitted))
+        missing = sorted(set(fitted) - set(names))
+        msg = "The feature names should match those that were passed during fit.\n"
+        if unseen:
+            msg += "Feature names unseen at fit time:\n" + _listed(unseen)
+        if missing:
+            msg += "Feature names seen at fit time, yet now missing:\n" + _listed(missing)
+        if not unseen and not missing:
+            msg += "Feature names must be in the same order as they were in fit.\n"
+        raise ValueError(msg)

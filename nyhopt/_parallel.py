@@ -9,6 +9,14 @@ spinning, so the BLAS-heavy and Numba-heavy steps of one evaluation no
 longer slow each other down.  Outside such a phase :func:`map_ranges`
 calls the function once on the whole range.
 
+In a forked child the same workers also run the row chunks of the fused
+Numba loops (:func:`map_chunks`, used by :mod:`nyhopt.ops._numba`) in place
+of Numba's ``prange``: Numba's OpenMP threading layer is not fork-safe (a
+forked child that runs a ``prange`` loop is killed), whereas these
+executors are rebuilt in a forked child.  Tasks run in a copy of the
+submitting thread's :mod:`contextvars` context, so the caller's settings
+(the memory budget of :mod:`nyhopt._config`) hold inside the workers.
+
 Examples
 --------
 >>> from nyhopt._parallel import map_ranges
@@ -19,14 +27,16 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import contextvars
 import os
 import threading
 
-__all__ = ["map_ranges", "active_workers", "pool_phase", "min_rows"]
+__all__ = ["map_ranges", "map_chunks", "active_workers", "pool_phase", "min_rows", "in_worker", "in_forked_child"]
 
 _state = threading.local()
 _lock = threading.Lock()
 _executors: dict[tuple[int, int], concurrent.futures.ThreadPoolExecutor] = {}
+_forked = False
 
 #: Fewer rows than this per range are not worth a thread hand-off.
 MIN_ROWS = 2048
@@ -43,17 +53,40 @@ def _worker_init():
     import numba
 
     numba.set_num_threads(1)
+    _state.worker = True
+
+
+def in_worker() -> bool:
+    """True on one of nyhopt's worker threads (whose tasks must not submit more tasks)."""
+    return getattr(_state, "worker", False)
 
 
 def _executor(workers: int) -> concurrent.futures.ThreadPoolExecutor:
     with _lock:
-        # A forked child inherits the executors but not their threads: start afresh there.
+        # Keyed by pid as well: a child forked without the handler below must not reuse them.
         ex = _executors.get((os.getpid(), workers))
         if ex is None:
             ex = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nyhopt",
                                                        initializer=_worker_init)
             _executors[(os.getpid(), workers)] = ex
         return ex
+
+
+def in_forked_child() -> bool:
+    """True in a process made by ``fork()`` from one that had imported nyhopt."""
+    return _forked
+
+
+def _after_fork_in_child():
+    """A forked child has none of the parent's worker threads, and ``_lock`` may have been held."""
+    global _lock, _forked
+    _lock = threading.Lock()
+    _executors.clear()
+    _forked = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def active_workers() -> int:
@@ -93,7 +126,36 @@ def map_ranges(fn, n: int, min_rows: int = MIN_ROWS):
     if parts <= 1:
         return [fn(0, n)]
     bounds = [n * i // parts for i in range(parts + 1)]
+    return map_chunks(lambda c: fn(bounds[c], bounds[c + 1]), parts)
+
+
+def map_chunks(fn, parts: int):
+    """``[fn(c) for c in range(parts)]``, the calls running concurrently on nyhopt's workers.
+
+    The calling thread runs the last chunk itself; the others run on
+    ``parts - 1`` worker threads, each in a copy of the caller's
+    :mod:`contextvars` context.  On a worker thread (nested use) or with
+    ``parts <= 1`` the calls run one after the other on the calling thread.
+
+    Parameters
+    ----------
+    fn : callable ``(c) -> result``
+        Must only write to the memory owned by chunk ``c`` of shared outputs.
+    parts : int
+        Number of chunks.
+
+    Returns
+    -------
+    list
+        Results in chunk order.  All chunks have finished when this returns
+        or raises (the first error, in chunk order, is raised).
+    """
+    if parts <= 1 or in_worker():
+        return [fn(c) for c in range(parts)]
     ex = _executor(parts - 1)
-    futures = [ex.submit(fn, bounds[i], bounds[i + 1]) for i in range(parts - 1)]
-    last = fn(bounds[-2], bounds[-1])  # the calling thread takes the last range
+    futures = [ex.submit(contextvars.copy_context().run, fn, c) for c in range(parts - 1)]
+    try:
+        last = fn(parts - 1)
+    finally:
+        concurrent.futures.wait(futures)  # no worker may still write when the caller moves on
     return [f.result() for f in futures] + [last]

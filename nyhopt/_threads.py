@@ -12,7 +12,10 @@ idle (measured: 132 -> 99 ms and 606 -> 275 ms).
 settings on exit.  The Numba setting is thread-local; the OpenBLAS one
 (``openblas_set_num_threads_local``) is process-wide in the pthreads builds
 of the NumPy wheels, so BLAS calls that *other* threads make while a
-``"numba"`` phase runs are single-threaded too.
+``"numba"`` phase runs are single-threaded too.  Phases that overlap (in
+several threads, or nested) share one "BLAS limited" state, counted under a
+lock: the first to enter saves the user's setting and the last to leave
+restores it, whatever the order of entries and exits.
 
 * ``"blas"``: dense-algebra phases (the exact objectives, the direct
   solver); Numba loops run on the calling thread, BLAS keeps its threads;
@@ -38,6 +41,7 @@ import contextlib
 import ctypes
 import functools
 import os
+import threading
 
 from ._parallel import active_workers, pool_phase
 
@@ -82,8 +86,52 @@ def pool_workers() -> int:
     import numba
 
     getter = _openblas_get_num_threads()
-    blas = getter() if getter is not None else numba.get_num_threads()
+    blas = _blas_limit.user_setting(getter) if getter is not None else numba.get_num_threads()
     return max(1, min(numba.get_num_threads(), blas))
+
+
+class _BlasLimit:
+    """Reference-counted "OpenBLAS runs single-threaded" state of the process."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.depth = 0  # phases now holding the limit
+        self.saved = None  # the setting seen by the first of them
+        self.generation = 0  # bumped in a forked child, whose holders are gone
+
+    def acquire(self, setter) -> int:
+        with self.lock:
+            if self.depth == 0:
+                self.saved = setter(1)
+            self.depth += 1
+            return self.generation
+
+    def release(self, setter, generation: int) -> None:
+        with self.lock:
+            if generation != self.generation:
+                return  # entered before a fork; the child already restored the setting
+            self.depth -= 1
+            if self.depth == 0:
+                setter(self.saved)
+
+    def user_setting(self, getter) -> int:
+        """The user's OpenBLAS thread count, also while phases hold the limit."""
+        with self.lock:
+            return self.saved if self.depth else getter()
+
+    def after_fork_in_child(self):
+        self.lock = threading.Lock()
+        if self.depth:
+            self.depth = 0
+            self.generation += 1
+            setter = _openblas_local_setter()
+            if setter is not None:
+                setter(self.saved)
+
+
+_blas_limit = _BlasLimit()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_blas_limit.after_fork_in_child)
 
 
 def _enabled() -> bool:
@@ -111,7 +159,7 @@ def cpu_threads(kind, xp=None):
     setter = _openblas_local_setter() if kind in ("numba", "pool") else None
     workers = (active_workers() if active_workers() > 1 else pool_workers()) if kind == "pool" else 1
     old_numba = numba.get_num_threads()
-    old_blas = setter(1) if setter is not None else None
+    generation = _blas_limit.acquire(setter) if setter is not None else None
     if kind in ("blas", "pool"):
         numba.set_num_threads(1)
     try:
@@ -123,4 +171,4 @@ def cpu_threads(kind, xp=None):
     finally:
         numba.set_num_threads(old_numba)
         if setter is not None:
-            setter(old_blas)
+            _blas_limit.release(setter, generation)

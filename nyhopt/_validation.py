@@ -9,7 +9,36 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_matrix", "check_targets", "check_lengthscale", "check_positive", "check_finite"]
+__all__ = [
+    "check_matrix",
+    "check_targets",
+    "check_labels",
+    "check_lengthscale",
+    "check_positive",
+    "check_real",
+    "check_finite",
+    "is_bool",
+    "reject_bool",
+]
+
+
+def is_bool(value) -> bool:
+    """True for a Python or NumPy boolean, or an array of booleans."""
+    if isinstance(value, (bool, np.bool_)):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return isinstance(dtype, np.dtype) and dtype.kind == "b"
+
+
+def reject_bool(value, name: str):
+    """Return ``value``; raise ``ValueError`` if it is a boolean where a number is expected.
+
+    ``True`` is an ``int`` to Python, so without this check ``penalty=True``
+    would silently mean 1.
+    """
+    if is_bool(value):
+        raise ValueError(f"{name} must be a number, not a boolean (got {value!r})")
+    return value
 
 
 def _is_float_dtype(dtype) -> bool:
@@ -75,17 +104,128 @@ def check_targets(y, name: str, n: int, xp=np, dtype=None):
     return arr, was_1d
 
 
-def check_positive(value, name: str) -> float:
-    """Return ``value`` as a float, raising if it is not a finite number > 0."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+def _as_float(value, name: str, what: str) -> float:
+    reject_bool(value, name)
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be {what}, got {value!r}")
+    try:
+        return float(value)
+    except Exception as exc:
+        raise TypeError(f"{name} must be {what}, got {value!r}") from exc
+
+
+def _label_kind(value):
+    """"string", "bytes" or "number" for one label; None for anything else."""
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bytes):
+        return "bytes"
+    if isinstance(value, (numbers.Real, np.bool_)):
+        return "number"
+    return None
+
+
+def check_labels(y, name: str = "y"):
+    """Return ``y`` with labels of a single kind: all numbers, all strings or all bytes.
+
+    Lists, tuples and object arrays (a pandas object column too) are checked
+    element by element and returned as a NumPy array of that kind; any other
+    array is returned as it is, at no cost.  Without this check NumPy turns
+    ``[1, "a", 2.0]`` into the strings ``["1", "a", "2.0"]`` without a word,
+    and an object array fails deep inside a sort.
+
+    Parameters
+    ----------
+    y : array-like
+        Targets or class labels; not modified.
+    name : str, default "y"
+        Name used in error messages.
+
+    Returns
+    -------
+    array
+        ``y`` itself, or a new NumPy array (numeric, ``str`` or ``bytes``).
+
+    Raises
+    ------
+    TypeError
+        Labels of different kinds (numbers and strings), or elements that are
+        neither numbers nor strings (None, lists of different lengths ...).
+
+    Examples
+    --------
+    >>> check_labels(["b", "a"]).tolist()
+    ['b', 'a']
+    >>> check_labels([1, "a"])
+    Traceback (most recent call last):
+    ...
+    TypeError: y mixes label types (number, string); give labels of one type, for instance all strings
+    """
+    if isinstance(y, (list, tuple)):
         try:
-            value = float(value)
-        except Exception as exc:
-            raise TypeError(f"{name} must be a positive number, got {value!r}") from exc
-    value = float(value)
-    if not np.isfinite(value) or value <= 0:
+            arr = np.asarray(y)
+        except ValueError:  # ragged nesting
+            arr = None
+        if arr is None:  # ragged nesting: its elements are the (rejected) sequences
+            obj = np.empty(len(y), dtype=object)
+            obj[:] = list(y)
+        elif arr.dtype.kind in "biufc":
+            return arr
+        else:
+            obj = np.asarray(y, dtype=object)
+    elif isinstance(getattr(y, "dtype", None), np.dtype) and y.dtype.kind == "O":
+        obj = np.asarray(y, dtype=object)
+    else:
+        return y
+    values = obj.ravel().tolist()
+    kinds = set(map(_label_kind, values))
+    if None in kinds:
+        bad = next(v for v in values if _label_kind(v) is None)
+        raise TypeError(f"{name} must hold numbers or strings, got an element {bad!r} of type {type(bad).__name__}")
+    if len(kinds) > 1:
+        raise TypeError(
+            f"{name} mixes label types ({', '.join(sorted(kinds))}); give labels of one type, for instance "
+            "all strings"
+        )
+    if not values:
+        return np.asarray(y, dtype=np.float64)
+    kind = kinds.pop()
+    if kind == "number":
+        return np.asarray(obj.tolist())
+    return obj.astype(str if kind == "string" else bytes)
+
+
+def check_positive(value, name: str) -> float:
+    """Return ``value`` as a float, raising if it is not a finite number > 0.
+
+    Raises
+    ------
+    TypeError
+        Not a number (a string, a sequence, None ...).
+    ValueError
+        A boolean, NaN, infinity, zero or a negative number.
+    """
+    out = _as_float(value, name, "a positive number")
+    if not np.isfinite(out) or out <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return value
+    return out
+
+
+def check_real(value, name: str, low: float | None = None) -> float:
+    """Return ``value`` as a float, raising if it is not a finite number ``>= low``.
+
+    Raises
+    ------
+    TypeError
+        Not a number.
+    ValueError
+        A boolean, NaN, infinity, or a number below ``low``.
+    """
+    out = _as_float(value, name, "a real number")
+    if not np.isfinite(out) or (low is not None and out < low):
+        bound = "" if low is None else f" >= {low:g}"
+        raise ValueError(f"{name} must be a finite number{bound}, got {value!r}")
+    return out
 
 
 def check_lengthscale(lengthscale, n_features: int | None = None, name: str = "lengthscale") -> np.ndarray:
@@ -94,8 +234,11 @@ def check_lengthscale(lengthscale, n_features: int | None = None, name: str = "l
     Raises
     ------
     ValueError
-        Non-positive or non-finite entries, wrong length, more than one dimension.
+        Non-positive or non-finite entries, booleans, wrong length, more than
+        one dimension.
     """
+    if is_bool(lengthscale) or (isinstance(lengthscale, (list, tuple)) and any(map(is_bool, lengthscale))):
+        raise ValueError(f"{name} must hold numbers, not booleans (got {lengthscale!r})")
     ell = np.asarray(lengthscale if not hasattr(lengthscale, "get") else lengthscale.get(), dtype=np.float64)
     if ell.ndim > 1:
         raise ValueError(f"{name} must be a scalar or 1-D array, got shape {ell.shape}")

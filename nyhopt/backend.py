@@ -16,7 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["get_namespace", "is_cupy_namespace", "to_numpy", "cupy_or_none", "gpu_available"]
+__all__ = ["get_namespace", "as_native", "is_cupy_namespace", "to_numpy", "cupy_or_none", "gpu_available"]
+
+# DLPack device types (``DLDeviceType`` in dlpack.h)
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_ROCM, _DL_ROCM_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 10, 11, 13
+_DL_HOST = (_DL_CPU, _DL_CUDA_HOST, _DL_ROCM_HOST)
+_DL_DEVICE = (_DL_CUDA, _DL_ROCM, _DL_CUDA_MANAGED)
 
 
 def cupy_or_none():
@@ -69,6 +74,65 @@ def get_namespace(*arrays):
 
         return cupy
     return np
+
+
+def as_native(a, name="array"):
+    """Return ``a`` as a NumPy or CuPy array when it comes from another library.
+
+    Called once on every array argument at a public entry point, before
+    :func:`get_namespace`.  NumPy and CuPy arrays, ``None`` and anything
+    unrecognized are returned unchanged (later checks report bad input).
+
+    * pandas objects become ``np.asarray(a)`` (no copy for a frame that is
+      one float block);
+    * any other object with ``__dlpack__`` is exchanged without a copy:
+      ``numpy.from_dlpack`` for host memory, ``cupy.from_dlpack`` for a CUDA
+      device (a PyTorch or JAX GPU array gives a CuPy view, so results are
+      CuPy arrays on the same device).
+
+    Parameters
+    ----------
+    a : object
+    name : str
+        The argument's name, for error messages.
+
+    Returns
+    -------
+    numpy.ndarray, cupy.ndarray or ``a`` itself
+
+    Raises
+    ------
+    TypeError
+        A DLPack array on a device nyhopt cannot use, or on a GPU while CuPy
+        is not installed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = np.arange(3.0)
+    >>> as_native(a) is a
+    True
+    >>> class Wrapped:  # any DLPack producer, here backed by NumPy
+    ...     def __dlpack__(self, **kwargs): return a.__dlpack__(**kwargs)
+    ...     def __dlpack_device__(self): return a.__dlpack_device__()
+    >>> b = as_native(Wrapped()); type(b).__name__, np.shares_memory(a, b)
+    ('ndarray', True)
+    """
+    if a is None or isinstance(a, np.ndarray) or _is_cupy_array(a):
+        return a
+    if type(a).__module__.split(".")[0] == "pandas":
+        return np.asarray(a)
+    if not (hasattr(a, "__dlpack__") and hasattr(a, "__dlpack_device__")):
+        return a
+    device_type = int(a.__dlpack_device__()[0])
+    if device_type in _DL_HOST:
+        return np.from_dlpack(a)
+    if device_type in _DL_DEVICE:
+        cp = cupy_or_none()
+        if cp is None:
+            raise TypeError(f"{name} is a GPU array (DLPack device type {device_type}); install CuPy to use it")
+        return cp.from_dlpack(a)
+    raise TypeError(f"{name} lives on DLPack device type {device_type}; nyhopt supports the CPU and CUDA GPUs")
 
 
 def is_cupy_namespace(xp) -> bool:

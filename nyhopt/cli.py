@@ -1,4 +1,4 @@
-"""The ``nyhopt`` command line: ``demo``, ``tune`` and ``predict``.
+"""The ``nyhopt`` command line: ``demo``, ``tune``, ``predict`` and ``info``.
 
 Run ``nyhopt --help`` or ``nyhopt <command> --help``.  Errors in the input
 (missing file, unknown column, text where a number is needed, an unknown
@@ -79,6 +79,83 @@ def _fraction(text):
     return value
 
 
+# ----------------------------------------------------------------------------- output paths
+
+
+def _check_output(path, option):
+    """Fail now, before any work, when ``path`` cannot be written; create nothing.
+
+    The folder must exist, be a folder and be writable; ``path`` must not be a folder and,
+    when it exists, must be writable.
+    """
+    if not path:
+        raise CLIError(f"{option}: empty path")
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise CLIError(f"{option} {path}: is a folder, not a file")
+    if not os.path.exists(folder):
+        raise CLIError(f"{option} {path}: the folder {folder} does not exist")
+    if not os.path.isdir(folder):
+        raise CLIError(f"{option} {path}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise CLIError(f"{option} {path}: permission denied")
+
+
+def _npz_path(path):
+    """The file :func:`nyhopt.io.save_model` writes for ``path``."""
+    return path if path.endswith(".npz") else path + ".npz"
+
+
+# ----------------------------------------------------------------------------- device
+
+
+DEVICES = ("auto", "cpu", "gpu")
+
+
+def _gpu_module():
+    """CuPy when it reports a usable CUDA device, else ``None``.
+
+    The one place that decides whether the GPU path runs: tests replace it with a stand-in
+    module (``asarray``/``asnumpy``) to follow that path without a GPU.
+    """
+    from .backend import cupy_or_none, gpu_available
+
+    return cupy_or_none() if gpu_available() else None
+
+
+def _array_module(device):
+    """``numpy`` for the CPU, the CuPy module for the GPU (``device`` in :data:`DEVICES`)."""
+    if device == "cpu":
+        return np
+    cp = _gpu_module()
+    if cp is not None:
+        return cp
+    if device == "gpu":
+        raise CLIError("--device gpu: no usable CUDA GPU (CuPy is not installed or sees no device; "
+                       "see 'nyhopt info')")
+    return np
+
+
+def _to_host(a, xp):
+    return a if xp is np else np.asarray(xp.asnumpy(a))
+
+
+def _model_to(model, xp):
+    """Move the fitted arrays of ``model`` (and of its inner ``model_``) to ``xp``'s device.
+
+    Class labels stay on the host: CuPy cannot hold text.
+    """
+    if xp is np:
+        return model
+    for obj in (model, getattr(model, "model_", None)):
+        if obj is None:
+            continue
+        for name, value in list(vars(obj).items()):
+            if name != "classes_" and isinstance(value, np.ndarray) and value.dtype.kind in "fiu":
+                setattr(obj, name, xp.asarray(value))
+    return model
+
+
 # ----------------------------------------------------------------------------- parser
 
 
@@ -96,9 +173,16 @@ examples:
   nyhopt demo                                  # tune on scikit-learn's digits, print the test error
   nyhopt tune data.csv --target price --out model.npz --report report.png
   nyhopt predict model.npz new.csv --out predictions.csv
+  nyhopt info                                  # versions, GPU, threads: paste into bug reports
 
 Run 'nyhopt <command> --help' for the options of a command.
 """
+
+
+def _add_device(parser):
+    parser.add_argument("--device", choices=DEVICES, default="auto",
+                        help="where to compute: auto (the GPU when CuPy sees one, else the CPU), "
+                             "cpu or gpu (default auto)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="limit the BLAS thread pools during the demo to N threads (default 0: no limit; "
                            "nyhopt keeps BLAS and Numba threads from competing by itself)")
     demo.add_argument("--report", metavar="PNG", help="also save a picture of the run (needs matplotlib)")
+    _add_device(demo)
     demo.add_argument("--quiet", action="store_true", help="print only the result")
     demo.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     demo.set_defaults(func=_cmd_demo)
@@ -169,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--report", metavar="PNG", help="save a picture of the run (needs matplotlib)")
     tune.add_argument("--json", metavar="FILE", help="save a JSON summary (settings, results, history)")
     tune.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    _add_device(tune)
     tune.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     tune.set_defaults(func=_cmd_tune)
 
@@ -184,8 +270,22 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("data", help="CSV file with a header row")
     predict.add_argument("--out", help="CSV file to write (default: standard output)")
     predict.add_argument("--delimiter", help="field separator (default: guessed)")
+    _add_device(predict)
     predict.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     predict.set_defaults(func=_cmd_predict)
+
+    # info ---------------------------------------------------------------------------
+    info = sub.add_parser(
+        "info", formatter_class=fmt,
+        help="versions, device, CUDA compiler and thread settings (for bug reports)",
+        description="Print the versions of Python, nyhopt and its libraries, the GPU (through CuPy),\n"
+                    "whether nyhopt's CUDA kernels compile, and the thread settings: paste it into\n"
+                    "bug reports.",
+    )
+    info.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    info.add_argument("--no-compile", action="store_true", help="skip the CUDA compile check")
+    info.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    info.set_defaults(func=_cmd_info)
     return parser
 
 
@@ -319,7 +419,7 @@ def _blas_threads(n):
 
 
 def run_demo(seed=0, objective="prop", centers=500, epochs=50, lr=0.1, dtype=np.float32, report=None,
-             quiet=False, stream=None, blas_threads=0) -> dict:
+             quiet=False, stream=None, blas_threads=0, device="cpu") -> dict:
     """Tune on scikit-learn's digits and report the test error (the ``nyhopt demo`` command).
 
     Parameters
@@ -339,6 +439,8 @@ def run_demo(seed=0, objective="prop", centers=500, epochs=50, lr=0.1, dtype=np.
     blas_threads : int, default 0
         Limit of the BLAS thread pools while tuning (through threadpoolctl,
         which comes with scikit-learn); 0 leaves them alone.
+    device : {"cpu", "gpu", "auto"}, default "cpu"
+        Where to compute; "auto" takes the GPU when CuPy sees one.
 
     Returns
     -------
@@ -357,6 +459,9 @@ def run_demo(seed=0, objective="prop", centers=500, epochs=50, lr=0.1, dtype=np.
     from .optim import tune
 
     stream = sys.stdout if stream is None else stream
+    if report:
+        _check_output(report, "--report")
+    xp = _array_module(device)
 
     def say(text):
         if not quiet:
@@ -375,11 +480,11 @@ def run_demo(seed=0, objective="prop", centers=500, epochs=50, lr=0.1, dtype=np.
 
     t0 = time.perf_counter()
     with _blas_threads(blas_threads):
-        result = tune(X_tr, y_tr, objective=objective, centers=centers, epochs=epochs, lr=lr,
+        result = tune(xp.asarray(X_tr), xp.asarray(y_tr), objective=objective, centers=centers, epochs=epochs, lr=lr,
                       task="classification", random_state=seed, progress=False, record_terms=False,
                       patience=None, callback=show, **DEMO_INIT)
     seconds = time.perf_counter() - t0
-    pred = result.model.predict(X_te)
+    pred = _to_host(result.model.predict(xp.asarray(X_te)), xp)
     wrong = int(np.sum(pred != y_te))
     test_error = wrong / y_te.shape[0]
     print(f"test error: {100 * test_error:.2f}% ({wrong} of {y_te.shape[0]} test digits wrong); "
@@ -397,7 +502,7 @@ def run_demo(seed=0, objective="prop", centers=500, epochs=50, lr=0.1, dtype=np.
 def _cmd_demo(args) -> int:
     run_demo(seed=args.seed, objective=args.objective, centers=args.centers, epochs=args.epochs,
              lr=args.lr, dtype=np.float64 if args.float64 else np.float32, report=args.report,
-             quiet=args.quiet, blas_threads=args.blas_threads)
+             quiet=args.quiet, blas_threads=args.blas_threads, device=args.device)
     return 0
 
 
@@ -409,6 +514,12 @@ def _cmd_tune(args) -> int:
     from .io import DataError, column_index, numeric_columns, read_csv, save_model
     from .optim._targets import resolve_task
 
+    _check_output(_npz_path(args.out), "--out")
+    if args.report:
+        _check_output(args.report, "--report")
+    if args.json:
+        _check_output(args.json, "--json")
+    xp = _array_module(args.device)
     table = read_csv(args.data, delimiter=args.delimiter)
     j = column_index(table, args.target)
     target_name = table.names[j]
@@ -441,8 +552,15 @@ def _cmd_tune(args) -> int:
     _say(args, f"data: {table.path}: {n} rows, {d} features, target {target_name!r} ({task}{extra})")
     _say(args, f"tuning: objective {args.objective}, {args.centers} centers, up to {args.epochs} epochs, "
                f"lr {args.lr}, kernel {args.kernel}{'' if args.no_ard else ' (one lengthscale per feature)'}")
+    # On the GPU, text labels are fitted as their indices in the sorted labels (CuPy holds no
+    # text) and the labels are put back before saving.
+    text_classes = None
+    y_fit = y
+    if xp is not np and y.dtype.kind == "U":
+        text_classes, y_fit = np.unique(y, return_inverse=True)
+    X_fit = xp.asarray(X)
     t0 = time.perf_counter()
-    est.fit(X, y)
+    est.fit(X_fit, xp.asarray(y_fit))
     elapsed = time.perf_counter() - t0
 
     hist = est.history_
@@ -451,7 +569,9 @@ def _cmd_tune(args) -> int:
         # History errors were tracked at every epoch on the held-out rows; report the best epoch's.
         train_err, val_err = best.train_error, best.validation_error
     else:
-        pred = est.predict(X)
+        pred = _to_host(est.predict(X_fit), xp)
+        if text_classes is not None:
+            pred = text_classes[pred]
         from .optim._tracking import prediction_error
 
         train_err, val_err = prediction_error(pred, y, task), float("nan")
@@ -468,6 +588,8 @@ def _cmd_tune(args) -> int:
             "stop_reason": est.stop_reason_, "train_error": train_err, "validation_error": val_err,
             "task": task, "target_name": target_name, "feature_names": np.array(names, dtype=str),
             "source": os.path.basename(table.path)}
+    if text_classes is not None:
+        est.classes_ = est.model_.classes_ = text_classes
     out = save_model(args.out, est, meta=meta)
     _say(args, f"model saved to {out}")
     if args.report:
@@ -499,6 +621,9 @@ def _cmd_tune(args) -> int:
 def _cmd_predict(args) -> int:
     from .io import DataError, column_index, load_model, numeric_columns, read_csv
 
+    if args.out:
+        _check_output(args.out, "--out")
+    xp = _array_module(args.device)
     model = load_model(args.model)
     table = read_csv(args.data, delimiter=args.delimiter)
     meta = getattr(model, "meta_", {})
@@ -516,7 +641,7 @@ def _cmd_predict(args) -> int:
     else:
         raise DataError(f"the model expects {d} feature columns but {table.path} has {len(table.names)}")
     X = numeric_columns(table, cols, dtype=np.float64)
-    pred = np.asarray(model.predict(X))
+    pred = _predict_on(_model_to(model, xp), xp.asarray(X), xp)
     target = str(meta.get("target_name", "prediction")) or "prediction"
     if pred.ndim == 2:
         header = [f"{target}_{k}" for k in range(pred.shape[1])]
@@ -539,6 +664,27 @@ def _cmd_predict(args) -> int:
             stream.close()
     if args.out:
         print(f"{len(rows)} predictions written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _predict_on(model, X, xp):
+    """``model.predict(X)`` as a NumPy array; classes are looked up on the host."""
+    classes = getattr(model, "classes_", None)
+    if xp is np or classes is None:
+        return _to_host(model.predict(X), xp)
+    scores = _to_host(model.decision_function(X), xp)
+    index = (scores > 0).astype(np.intp) if scores.ndim == 1 else np.argmax(scores, axis=1)
+    return np.asarray(classes)[index]
+
+
+# ----------------------------------------------------------------------------- info
+
+
+def _cmd_info(args) -> int:
+    from ._info import format_text, gather
+
+    info = gather(compile_cuda=not args.no_compile)
+    print(json.dumps(info, indent=1) if args.json else format_text(info))
     return 0
 
 
@@ -565,12 +711,12 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("nyhopt: interrupted", file=sys.stderr)
         return 130
-    except (FileNotFoundError, IsADirectoryError, PermissionError, DataError, CLIError, ValueError,
-            TypeError, ImportError, np.linalg.LinAlgError) as exc:
+    except (OSError, csv.Error, DataError, CLIError, ValueError, TypeError, ImportError,
+            np.linalg.LinAlgError) as exc:
         if getattr(args, "debug", False):
             raise
         msg = str(exc) or type(exc).__name__
-        if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)) and exc.filename:
+        if isinstance(exc, OSError) and exc.filename:
             msg = f"{exc.strerror.lower() if exc.strerror else 'cannot open'}: {exc.filename}"
         print(f"nyhopt {args.command}: error: {msg}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,8 +1,11 @@
 """Datasets of the paper's experiments, a seeded synthetic problem, and error metrics.
 
-The real datasets are read in place from a data folder (one sub-folder per
-dataset, the files kept exactly as obtained; see ``shared/data/README.md``) and
-preprocessed as in the paper's appendix:
+The real datasets are read in place from a local data folder (one sub-folder
+per dataset, the files kept exactly as obtained; see ``shared/data/README.md``)
+or, when there is none, downloaded once into a per-user cache from pinned URLs
+and checked against their SHA-256 (``nyhopt._fetch`` lists the sources and
+licenses: UCI, LIBSVM, StatLib). They are preprocessed as in the paper's
+appendix:
 
 * random train/test split seeded by ``seed`` (70/30 or 80/20), or the fixed
   split that comes with the data;
@@ -43,7 +46,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import _fetch
+from ._fetch import DatasetChecksumError, DatasetNotAvailableError
+
 __all__ = [
+    "DatasetNotAvailableError",
+    "DatasetChecksumError",
     "Dataset",
     "available_datasets",
     "load_dataset",
@@ -79,11 +87,26 @@ _ENV_VAR = "NYHOPT_DATA"
 # --------------------------------------------------------------------------- metrics
 
 
-def _as_float_arrays(y_true, y_pred):
+def _as_real_array(a, name):
     from .backend import to_numpy
 
-    y_true = np.asarray(to_numpy(y_true), dtype=np.float64)
-    y_pred = np.asarray(to_numpy(y_pred), dtype=np.float64)
+    try:
+        arr = np.asarray(to_numpy(a))
+    except Exception as exc:
+        raise TypeError(f"{name} must be array-like of real numbers") from exc
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    if arr.ndim not in (1, 2):
+        raise ValueError(f"{name} must be 1-D (n,) or 2-D (n, p), got shape {arr.shape}")
+    arr = arr.astype(np.float64, copy=False)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinity")
+    return arr
+
+
+def _as_float_arrays(y_true, y_pred):
+    y_true = _as_real_array(y_true, "y_true")
+    y_pred = _as_real_array(y_pred, "y_pred")
     if y_true.ndim == 2 and y_true.shape[1] == 1 and y_pred.ndim == 1:
         y_true = y_true[:, 0]
     if y_pred.ndim == 2 and y_pred.shape[1] == 1 and y_true.ndim == 1:
@@ -95,6 +118,30 @@ def _as_float_arrays(y_true, y_pred):
     if y_true.size == 0:
         raise ValueError("y_true is empty")
     return y_true, y_pred
+
+
+def _rms_diff(y_true, y_pred):
+    """``sqrt(mean((y_true - y_pred)**2))`` without overflow or underflow for finite input."""
+    with np.errstate(over="ignore", under="ignore"):
+        diff = y_true - y_pred
+        plain = float(np.sqrt(np.mean(diff ** 2)))
+        if np.isfinite(plain) and (plain > 0.0 or not np.any(diff)):
+            return plain
+        factor = 1.0
+        if not np.all(np.isfinite(diff)):  # |y_true - y_pred| beyond the float64 range
+            diff, factor = y_true * 0.5 - y_pred * 0.5, 2.0
+        scale = float(np.max(np.abs(diff)))
+        return factor * scale * float(np.sqrt(np.mean((diff / scale) ** 2)))
+
+
+def _abs_mean(y):
+    """``|mean(y)|`` without overflow of the sum for finite input."""
+    with np.errstate(over="ignore"):
+        mean = float(np.mean(y))
+    if np.isfinite(mean):
+        return abs(mean)
+    scale = float(np.max(np.abs(y)))
+    return abs(scale * float(np.mean(y / scale)))
 
 
 def rmse(y_true, y_pred) -> float:
@@ -110,6 +157,14 @@ def rmse(y_true, y_pred) -> float:
     float
         ``sqrt(mean((y_true - y_pred)**2))`` over all entries.
 
+    Raises
+    ------
+    TypeError
+        If ``y_true`` or ``y_pred`` is not real (complex, strings).
+    ValueError
+        If either holds NaN or infinity, is not 1-D or 2-D, is empty, or the
+        shapes differ.
+
     Examples
     --------
     >>> from nyhopt.datasets import rmse
@@ -117,7 +172,7 @@ def rmse(y_true, y_pred) -> float:
     1.4142135623730951
     """
     y_true, y_pred = _as_float_arrays(y_true, y_pred)
-    return float(np.sqrt(np.mean((y_true - y_pred) ** 2)))
+    return _rms_diff(y_true, y_pred)
 
 
 def nrmse(y_true, y_pred) -> float:
@@ -135,8 +190,11 @@ def nrmse(y_true, y_pred) -> float:
 
     Raises
     ------
+    TypeError
+        If ``y_true`` or ``y_pred`` is not real (complex, strings).
     ValueError
-        If the shapes differ or ``mean(y_true)`` is zero.
+        If either holds NaN or infinity, is not 1-D or 2-D, is empty, or the
+        shapes differ, or ``mean(y_true)`` is zero.
 
     Examples
     --------
@@ -145,10 +203,10 @@ def nrmse(y_true, y_pred) -> float:
     0.4714045207910317
     """
     y_true, y_pred = _as_float_arrays(y_true, y_pred)
-    mean = abs(float(np.mean(y_true)))
+    mean = _abs_mean(y_true)
     if mean == 0.0:
         raise ValueError("nrmse is undefined: mean(y_true) is zero")
-    return float(np.sqrt(np.mean((y_true - y_pred) ** 2)) / mean)
+    return float(_rms_diff(y_true, y_pred) / mean)
 
 
 def c_error(y_true, y_pred) -> float:
@@ -168,6 +226,14 @@ def c_error(y_true, y_pred) -> float:
     -------
     float
         Fraction of misclassified rows, in [0, 1].
+
+    Raises
+    ------
+    TypeError
+        If ``y_true`` or ``y_pred`` is not real (complex, strings).
+    ValueError
+        If either holds NaN or infinity, is not 1-D or 2-D, is empty, or the
+        shapes differ.
 
     Examples
     --------
@@ -338,7 +404,25 @@ def find_data_dir(data_dir=None) -> Path:
     >>> (find_data_dir() / "mg").is_dir()
     True
     """
+    path = _local_data_dir(data_dir)
+    if path is None:
+        looked = ", ".join(str(p) for p in _shared_candidates())
+        raise FileNotFoundError(
+            f"no dataset folder found: pass data_dir=..., set {_ENV_VAR}, "
+            f"or provide ../shared/data (looked in: {looked})"
+        )
+    return path
+
+
+def _shared_candidates():
+    return [Path.cwd() / ".." / "shared" / "data", _repo_root() / ".." / "shared" / "data"]
+
+
+def _local_data_dir(data_dir=None):
+    """The local data folder as :func:`find_data_dir` finds it, or None if there is none."""
     if data_dir is not None:
+        if not isinstance(data_dir, (str, os.PathLike)):
+            raise TypeError(f"data_dir must be a str or path-like, got {type(data_dir).__name__}")
         path = Path(data_dir).expanduser()
         if not path.is_dir():
             raise FileNotFoundError(f"data_dir {str(path)!r} is not a directory")
@@ -351,15 +435,10 @@ def find_data_dir(data_dir=None) -> Path:
                 f"environment variable {_ENV_VAR}={env!r} is not a directory"
             )
         return path
-    candidates = [Path.cwd() / ".." / "shared" / "data", _repo_root() / ".." / "shared" / "data"]
-    for path in candidates:
+    for path in _shared_candidates():
         if path.is_dir():
             return path.resolve()
-    looked = ", ".join(str(p) for p in candidates)
-    raise FileNotFoundError(
-        f"no dataset folder found: pass data_dir=..., set {_ENV_VAR}, "
-        f"or provide ../shared/data (looked in: {looked})"
-    )
+    return None
 
 
 # --------------------------------------------------------------------------- parsers
@@ -468,6 +547,23 @@ def _read_raw(name: str, data_dir: str):
 # --------------------------------------------------------------------------- loading
 
 
+def _check_dtype(dtype):
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be float32 or float64, got {dtype!r}") from None
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    return dtype
+
+
+def _check_seed(seed):
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+
+
 def _split(n, test_fraction, seed):
     rng = np.random.default_rng(seed)
     perm = rng.permutation(n)
@@ -482,7 +578,7 @@ def _standardize_columns(X_train, X_test):
     return (X_train - mean) / std, (X_test - mean) / std
 
 
-def load_dataset(name, data_dir=None, seed=0, dtype=np.float64) -> Dataset:
+def load_dataset(name, data_dir=None, seed=0, dtype=np.float64, cache_dir=None) -> Dataset:
     """Load one of the paper's datasets, split and preprocessed as in the paper.
 
     Parameters
@@ -491,13 +587,22 @@ def load_dataset(name, data_dir=None, seed=0, dtype=np.float64) -> Dataset:
         One of :func:`available_datasets` (case-insensitive; ``"space_ga"``
         and ``"higgs"`` are accepted aliases).
     data_dir : str or path-like, optional
-        Folder with one sub-folder per dataset; see :func:`find_data_dir`.
+        Folder with one sub-folder per dataset, read in place; see
+        :func:`find_data_dir`. Without it, ``NYHOPT_DATA`` and
+        ``../shared/data`` are tried; when none exists the files are
+        downloaded into the cache (see ``cache_dir``).
     seed : int, default 0
         Seed of the random train/test split (``numpy.random.default_rng(seed)
         .permutation(n)``; the first ``round((1 - f) n)`` rows train). Ignored
         for datasets with a fixed split (svmguide1, higgs_small).
     dtype : {numpy.float64, numpy.float32}, default numpy.float64
         dtype of the returned arrays (preprocessing is done in float64).
+    cache_dir : str or path-like, optional
+        Download cache, used only when no local data folder is found:
+        default the environment variable ``NYHOPT_CACHE``, else
+        ``pooch.os_cache("nyhopt")`` (e.g. ``~/.cache/nyhopt``). Each file is
+        downloaded once from a pinned URL, checked against its SHA-256 and
+        kept as ``<cache_dir>/<name>/<file>``.
 
     Returns
     -------
@@ -509,9 +614,17 @@ def load_dataset(name, data_dir=None, seed=0, dtype=np.float64) -> Dataset:
     Raises
     ------
     ValueError
-        If ``name`` or ``dtype`` is not supported.
+        If ``name`` or ``dtype`` is not supported or ``seed`` is negative.
+    TypeError
+        If ``name`` is not a str, ``seed`` not an int, ``dtype`` not a
+        dtype, or ``data_dir`` / ``cache_dir`` not path-like.
     FileNotFoundError
-        If the data folder or a data file is missing.
+        If the given data folder or a file in a local data folder is missing;
+        :class:`DatasetNotAvailableError` (a subclass) if a file is not
+        cached and cannot be downloaded (offline).
+    DatasetChecksumError
+        A ``ValueError``: a downloaded file does not match its checksum (it
+        is not kept).
 
     Examples
     --------
@@ -528,13 +641,17 @@ def load_dataset(name, data_dir=None, seed=0, dtype=np.float64) -> Dataset:
     key = {"space_ga": "spacega", "higgs": "higgs_small", "smallhiggs": "higgs_small"}.get(key, key)
     if key not in _SPECS:
         raise ValueError(f"unknown dataset name {name!r}; available: {available_datasets()}")
-    dtype = np.dtype(dtype)
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    dtype = _check_dtype(dtype)
+    _check_seed(seed)
     spec = _SPECS[key]
-    parts = _read_raw(key, str(find_data_dir(data_dir)))
+    root = _local_data_dir(data_dir)
+    if root is None:
+        root = _fetch.cache_root(cache_dir)
+        for rel in spec.files:
+            _fetch.fetch(rel, root)
+    elif cache_dir is not None:
+        _fetch.cache_root(cache_dir)  # type check only: local copies are read in place
+    parts = _read_raw(key, str(root))
 
     if spec.test_fraction is None:
         (X_tr, y_tr), (X_te, y_te) = parts
@@ -585,7 +702,7 @@ def synthetic(n, d=8, n_test=5000, seed=1234, dtype=np.float64) -> Dataset:
     n_test : int, default 5000
         Number of test rows (>= 0).
     seed : int, default 1234
-        Seed of the single generator ``numpy.random.default_rng(seed)``.
+        Seed (>= 0) of the single generator ``numpy.random.default_rng(seed)``.
     dtype : {numpy.float64, numpy.float32}, default numpy.float64
         dtype of the returned arrays (the draws are float64, then cast).
 
@@ -594,6 +711,14 @@ def synthetic(n, d=8, n_test=5000, seed=1234, dtype=np.float64) -> Dataset:
     Dataset
         ``name="synthetic"``, ``task="regression"``, ``metric="rmse"``; the
         data are not standardized (``y_mean=0``, ``y_std=1``).
+
+    Raises
+    ------
+    TypeError
+        If ``n``, ``d``, ``n_test`` or ``seed`` is not an int (bools are
+        rejected) or ``dtype`` is not a dtype.
+    ValueError
+        If one of them is out of range or ``dtype`` is not float32/float64.
 
     Notes
     -----
@@ -618,9 +743,8 @@ def synthetic(n, d=8, n_test=5000, seed=1234, dtype=np.float64) -> Dataset:
             raise TypeError(f"{label} must be an int, got {type(value).__name__}")
         if value < low:
             raise ValueError(f"{label} must be >= {low}, got {value}")
-    dtype = np.dtype(dtype)
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    dtype = _check_dtype(dtype)
+    _check_seed(seed)
     rng = np.random.default_rng(seed)
     X_train = rng.uniform(-1.5, 1.5, size=(int(n), int(d)))
     y_train = _synthetic_target(X_train) + 0.1 * rng.standard_normal(int(n))

@@ -27,11 +27,13 @@ import warnings
 import numpy as np
 
 from ._centers import select_centers
-from ._estimator_params import ParamsMixin
-from ._validation import check_matrix, check_positive, check_targets
-from .backend import get_namespace, is_cupy_namespace
+from ._scaling import column_mean_std, pow2_scale, standardize
+from ._estimator_params import EstimatorMixin, feature_names
+from ._validation import check_labels, check_matrix, check_positive, check_real, check_targets
+from .backend import as_native, get_namespace, is_cupy_namespace
 from .kernels import GaussianKernel, Kernel, make_kernel
 from .ops import kmv
+from .distributed._detect import any_dask_array, is_dask_array
 from .solvers import ConvergenceWarning, direct_solve, falkon_solve
 
 __all__ = [
@@ -57,12 +59,17 @@ class DataConversionWarning(UserWarning):
 
 
 def _as_array(a, name, numeric=True):
-    """Array-like -> array (NumPy or CuPy), with clear errors for unsupported input kinds."""
+    """Array-like -> array (NumPy or CuPy), with clear errors for unsupported input kinds.
+
+    The one conversion of the estimators' public inputs: pandas objects and
+    DLPack producers become NumPy/CuPy arrays here (:func:`nyhopt.backend.as_native`).
+    """
     if a is None:
         raise ValueError(f"{name} is None; this estimator requires y to be passed, but the target y is None"
                          if name == "y" else f"{name} is None")
     if hasattr(a, "tocsr") or hasattr(a, "toarray"):
         raise TypeError(f"{name} is a sparse matrix; sparse input is not supported, use {name}.toarray()")
+    a = as_native(a, name)
     xp = get_namespace(a)
     if not is_cupy_namespace(xp):
         a = np.asarray(a)
@@ -74,6 +81,8 @@ def _as_array(a, name, numeric=True):
 
 
 def _check_X(est, X, reset):
+    """Validated 2-D float ``X`` and its namespace; records (``reset``) or checks feature names."""
+    est._check_feature_names(feature_names(X), reset)
     X = _as_array(X, "X")
     xp = get_namespace(X)
     if X.ndim != 2:
@@ -124,7 +133,7 @@ def _check_fitted(est):
 # ----------------------------------------------------------------------------- common base
 
 
-class _NystromBase(ParamsMixin):
+class _NystromBase(EstimatorMixin):
     """Parameters, fitting and prediction shared by the two estimators."""
 
     def __init__(self, kernel=None, penalty=1e-6, centers=100, solver="falkon", maxiter=100, tol=1e-7,
@@ -147,9 +156,7 @@ class _NystromBase(ParamsMixin):
         else:
             raise ValueError(f"solver must be one of {_SOLVERS}, got {self.solver!r}")
         penalty = check_positive(self.penalty, "penalty")
-        tol = float(self.tol) if not isinstance(self.tol, bool) else -1.0
-        if not np.isfinite(tol) or tol < 0:
-            raise ValueError(f"tol must be a finite number >= 0, got {self.tol!r}")
+        tol = check_real(self.tol, "tol", low=0.0)
         mi = self.maxiter
         if isinstance(mi, bool) or not isinstance(mi, (int, np.integer)) or mi < 1:
             raise ValueError(f"maxiter must be an integer >= 1, got {mi!r}")
@@ -169,6 +176,11 @@ class _NystromBase(ParamsMixin):
         solver, penalty, tol, maxiter, kernel = self._check_params()
         kernel.lengthscale_array(X.shape[1])  # validates the lengthscale against the features
         Z = select_centers(X, self.centers, self.random_state, xp)
+        # The system is linear in Y: solve for Y / 2^e (exact) so that huge targets cannot
+        # overflow the solvers' sums of squares, and scale alpha back.
+        y_pow2 = float(pow2_scale(float(xp.max(xp.abs(Y))) if Y.size else 0.0))
+        if y_pow2 != 1.0:
+            Y = Y / Y.dtype.type(y_pow2)
         if solver == "direct":
             alpha = direct_solve(kernel, X, Z, Y, penalty)
             record, converged = None, True
@@ -183,6 +195,13 @@ class _NystromBase(ParamsMixin):
                     ConvergenceWarning,
                     stacklevel=3,
                 )
+        if y_pow2 != 1.0:
+            alpha = alpha * y_pow2
+        if not bool(xp.all(xp.isfinite(alpha))):
+            raise ValueError(
+                f"{type(self).__name__}.fit: the coefficients are not finite (overflow or a failed solve); "
+                "scale the targets y (normalize_y=True), or use a larger penalty"
+            )
         self.kernel_ = kernel
         self.centers_ = Z
         self.solve_ = record
@@ -195,22 +214,6 @@ class _NystromBase(ParamsMixin):
         X, xp = _check_X(self, X, reset=False)
         get_namespace(X, self.centers_)  # clear error when host/device differ from fit
         return kmv(self.kernel_, X, self.centers_, self.alpha_)
-
-    # -- scikit-learn tags (scikit-learn is imported only when it asks) -------------------------
-    def __sklearn_tags__(self):
-        from sklearn.utils import ClassifierTags, InputTags, RegressorTags, Tags, TargetTags
-
-        regressor = self._estimator_type == "regressor"
-        return Tags(
-            estimator_type=self._estimator_type,
-            target_tags=TargetTags(required=True, multi_output=regressor, single_output=True),
-            regressor_tags=RegressorTags() if regressor else None,
-            classifier_tags=None if regressor else ClassifierTags(multi_class=True, multi_label=False),
-            input_tags=InputTags(two_d_array=True, sparse=False, allow_nan=False),
-        )
-
-    def _more_tags(self):  # scikit-learn < 1.6
-        return {"requires_y": True, "multioutput": self._estimator_type == "regressor"}
 
 
 # ----------------------------------------------------------------------------- regression
@@ -258,6 +261,9 @@ class NystromKRR(_NystromBase):
     kernel_ : Kernel
         The kernel used (a copy).
     n_features_in_ : int
+    feature_names_in_ : numpy.ndarray of str objects, shape (d,)
+        Column names of a DataFrame ``X`` whose names are all strings (absent
+        otherwise); ``predict`` checks them as scikit-learn does.
     solve_ : FalkonResult or None
         The Falkon record (iterations, residuals); None for the direct solver.
     converged_ : bool
@@ -297,14 +303,28 @@ class NystromKRR(_NystromBase):
         Parameters
         ----------
         X : array of shape (n, d)
-            Training inputs (NumPy or CuPy; float32 or float64; ints become float64).
+            Training inputs (NumPy or CuPy; float32 or float64; ints become float64); a
+            DataFrame (its column names are recorded) or any DLPack array (PyTorch, JAX:
+            a GPU array gives CuPy results) is converted without a copy where possible.
         y : array of shape (n,) or (n, p)
             Targets.
 
         Returns
         -------
         self
+
+        Raises
+        ------
+        ValueError
+            Bad input (the message names it); non-finite coefficients.
+        numpy.linalg.LinAlgError
+            A ``ValueError``: the system is not numerically positive definite
+            (the message says what to change: distinct centers, a larger penalty).
         """
+        if any_dask_array(X, y):  # solver "falkon" on the current Dask client
+            from .distributed.estimator import fit_dask
+
+            return fit_dask(self, X, y)
         X, xp = _check_X(self, X, reset=True)
         y = _as_array(y, "y")
         get_namespace(X, y)
@@ -312,11 +332,9 @@ class NystromKRR(_NystromBase):
         p = Y.shape[1]
         mean, scale = np.zeros(p), np.ones(p)
         if self.normalize_y:
-            Y64 = Y.astype(xp.float64)
-            mean = np.asarray(Y64.mean(axis=0).tolist(), dtype=np.float64)
-            std = np.asarray(Y64.std(axis=0).tolist(), dtype=np.float64)
+            mean, std = column_mean_std(Y, xp)  # no overflow for huge finite targets
             scale = np.where(std > 0, std, 1.0)
-            Y = ((Y64 - xp.asarray(mean)) / xp.asarray(scale)).astype(X.dtype)
+            Y = standardize(Y.astype(xp.float64), mean, scale, xp).astype(X.dtype)
         alpha = self._fit_targets(X, Y, xp)
         self.alpha_ = alpha[:, 0] if was_1d else alpha
         self.y_mean_, self.y_scale_ = mean, scale
@@ -325,13 +343,22 @@ class NystromKRR(_NystromBase):
     def predict(self, X):
         """Predictions :math:`k(X, Z)\\alpha` (mapped back when ``normalize_y``), shape (n,) or (n, p),
         same array type as ``X``."""
+        if is_dask_array(X):  # a dask array, block by block
+            from .distributed.estimator import predict_dask
+
+            return predict_dask(self, X)
         f = self._decision(X)
         if not self.normalize_y:
             return f
         xp = get_namespace(f)
         if f.ndim == 1:
-            return f * f.dtype.type(self.y_scale_[0]) + f.dtype.type(self.y_mean_[0])
-        return f * xp.asarray(self.y_scale_, dtype=f.dtype) + xp.asarray(self.y_mean_, dtype=f.dtype)
+            out = f * f.dtype.type(self.y_scale_[0]) + f.dtype.type(self.y_mean_[0])
+        else:
+            out = f * xp.asarray(self.y_scale_, dtype=f.dtype) + xp.asarray(self.y_mean_, dtype=f.dtype)
+        if not bool(xp.all(xp.isfinite(out))):
+            raise ValueError(f"predictions overflow {f.dtype} when mapped back to the units of y "
+                             f"(y_scale_ = {self.y_scale_.tolist()}); X is far outside the training data")
+        return out
 
     def score(self, X, y, sample_weight=None):
         """Coefficient of determination :math:`R^2` (averaged over outputs), as scikit-learn.
@@ -352,6 +379,8 @@ class NystromKRR(_NystromBase):
         P = pred.reshape(Y.shape).astype(np.float64)
         w = xp.ones((Y.shape[0], 1)) if sample_weight is None else xp.asarray(sample_weight, dtype=np.float64)
         w = w.reshape(-1, 1)
+        s = xp.asarray(pow2_scale(np.asarray(xp.abs(Y).max(axis=0).tolist())))  # R^2 is scale-free: no overflow
+        Y, P = Y / s, P / s
         mean = (w * Y).sum(axis=0) / w.sum()
         ss_res = (w * (Y - P) ** 2).sum(axis=0)
         ss_tot = (w * (Y - mean) ** 2).sum(axis=0)
@@ -393,7 +422,7 @@ class NystromKRRClassifier(_NystromBase):
     classes_ : array, shape (n_classes,)
         Sorted class labels.
     alpha_ : array, shape (m,) for two classes, (m, n_classes) otherwise
-    centers_, kernel_, n_features_in_, solve_, converged_
+    centers_, kernel_, n_features_in_, feature_names_in_, solve_, converged_
         As for :class:`NystromKRR`.
 
     Examples
@@ -425,7 +454,7 @@ class NystromKRRClassifier(_NystromBase):
         self
         """
         X, xp = _check_X(self, X, reset=True)
-        y = _as_array(y, "y", numeric=False)
+        y = _as_array(check_labels(y, "y"), "y", numeric=False)
         get_namespace(X, y)
         if y.ndim == 2 and y.shape[1] == 1:
             warnings.warn(

@@ -18,33 +18,53 @@ coordinates, :math:`\alpha` the N-KRR coefficients and
 """
 from __future__ import annotations
 
+import warnings
 
 import numpy as np
 
-from ._estimator_params import ParamsMixin
-from ._validation import check_matrix
-from .backend import get_namespace, to_numpy
+from ._estimator_params import EstimatorMixin
+from ._validation import check_labels, check_matrix
+from ._scaling import column_mean_std, standardize
+from .backend import get_namespace
+from .estimator import DataConversionWarning, _as_array, _check_X, _not_fitted_error
 
 __all__ = ["HyperoptKRR", "HyperoptKRRClassifier"]
 
 
 def standardization(X):
-    """Column means and scales (float64 NumPy arrays; a zero std becomes 1)."""
+    """Column means and scales (float64 NumPy arrays; a zero std becomes 1).
+
+    Overflow-free for any finite ``X`` (each column is scaled by a power of two
+    near its largest magnitude first, :func:`nyhopt._scaling.column_mean_std`).
+    """
     xp = get_namespace(X)
-    X64 = X.astype(xp.float64)
-    mean = np.asarray(to_numpy(X64.mean(axis=0)), dtype=np.float64)
-    scale = np.asarray(to_numpy(X64.std(axis=0)), dtype=np.float64)
+    mean, scale = column_mean_std(X, xp)
     return mean, np.where(scale > 0, scale, 1.0)
 
 
 def apply_standardization(X, mean, scale):
-    """``(X - mean) / scale`` computed in float64 and returned in the dtype of ``X``."""
+    """``(X - mean) / scale`` computed in float64 and returned in the dtype of ``X``.
+
+    The difference cannot overflow (:func:`nyhopt._scaling.standardize`); a
+    value that does not fit the dtype of ``X`` after scaling raises.
+
+    Raises
+    ------
+    ValueError
+        If a standardized value is not finite in the dtype of ``X`` (the
+        message names the column).
+    """
     xp = get_namespace(X)
-    out = (X.astype(xp.float64) - xp.asarray(mean)) / xp.asarray(scale)
-    return out.astype(X.dtype, copy=False)
+    out = standardize(X.astype(xp.float64), mean, scale, xp).astype(X.dtype, copy=False)
+    bad = ~xp.isfinite(out).all(axis=0)
+    if bool(bad.any()):
+        col = int(xp.argmax(bad))
+        raise ValueError(f"X column {col}: standardized values overflow {X.dtype} "
+                         f"(mean {mean[col]:.6g}, scale {scale[col]:.6g})")
+    return out
 
 
-class _HyperoptBase(ParamsMixin):
+class _HyperoptBase(EstimatorMixin):
     """Constructor parameters, fitting and the scikit-learn protocol (shared)."""
 
     _task = None
@@ -83,7 +103,8 @@ class _HyperoptBase(ParamsMixin):
         Parameters
         ----------
         X : array of shape (n, d)
-            Training inputs (NumPy or CuPy).
+            Training inputs: NumPy or CuPy, a DataFrame (its column names are
+            recorded) or any DLPack array (a GPU array gives CuPy results).
         y : array
             Targets (regressor: (n,) or (n, p); classifier: (n,) labels).
         validation : tuple (X_val, y_val), optional
@@ -97,10 +118,19 @@ class _HyperoptBase(ParamsMixin):
         -------
         self
         """
+        from .distributed._detect import any_dask_array, refuse_dask_objective
         from .optim import tune
 
-        xp = get_namespace(X)
-        X = check_matrix(X, "X", xp)
+        if any_dask_array(X, y):
+            refuse_dask_objective(self.objective)
+        X, xp = _check_X(self, X, reset=True)
+        if X.shape[0] < 2:
+            raise ValueError(f"X has n_samples = {X.shape[0]}; tuning needs at least 2 samples")
+        y = _as_array(check_labels(y, "y"), "y", numeric=self._task == "regression")
+        if self._task == "classification" and y.ndim == 2 and y.shape[1] == 1:
+            warnings.warn("A column-vector y was passed when a 1d array was expected; y was raveled to "
+                          "shape (n,)", DataConversionWarning, stacklevel=3)
+            y = y.reshape(-1)
         if self.standardize:
             mean, scale = standardization(X)
         else:
@@ -109,8 +139,11 @@ class _HyperoptBase(ParamsMixin):
         if validation is not None:
             if not (isinstance(validation, (tuple, list)) and len(validation) == 2):
                 raise TypeError("validation must be a tuple (X_val, y_val)")
-            Xv = check_matrix(validation[0], "validation X", xp, n_features=X.shape[1])
-            val = (apply_standardization(Xv, mean, scale) if self.standardize else Xv, validation[1])
+            Xv = _as_array(validation[0], "validation X")
+            Xv = check_matrix(Xv, "validation X", xp, n_features=X.shape[1])
+            val = (apply_standardization(Xv, mean, scale) if self.standardize else Xv,
+                   _as_array(check_labels(validation[1], "validation y"), "validation y",
+                             numeric=self._task == "regression"))
         else:
             val = self.validation_fraction
         result = tune(
@@ -133,20 +166,13 @@ class _HyperoptBase(ParamsMixin):
     # -- prediction --------------------------------------------------------------------------
     def _check_fitted(self):
         if not hasattr(self, "model_"):
-            from .estimator import NotFittedError
-
-            raise NotFittedError(
+            raise _not_fitted_error()(
                 f"This {type(self).__name__} instance is not fitted yet; call 'fit' before using it"
             )
 
     def _transform(self, X):
         self._check_fitted()
-        xp = get_namespace(X)
-        X = check_matrix(X, "X", xp)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting {self.n_features_in_}"
-            )
+        X, _ = _check_X(self, X, reset=False)
         return apply_standardization(X, self.x_mean_, self.x_scale_) if self.standardize else X
 
     def predict(self, X):
@@ -228,6 +254,9 @@ _PARAMS_DOC = """
     x_mean_, x_scale_ : numpy.ndarray of shape (d,)
         Input standardization (zeros and ones when ``standardize`` is False).
     n_features_in_ : int
+    feature_names_in_ : numpy.ndarray of str objects, shape (d,)
+        Column names of a DataFrame ``X`` whose names are all strings (absent
+        otherwise); ``predict`` checks them as scikit-learn does.
 """
 
 

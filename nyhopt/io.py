@@ -22,6 +22,8 @@ and read with ``allow_pickle=False``: nothing in it can execute code.  Keys:
                     ``y_mean + y_scale * f``
 ``classes``         classifier labels (numbers or strings), sorted
 ``feature_names``   (d,) str, ``target_name`` str: column names (may be empty)
+``normalize_y``     bool; ``standardize`` bool; ``dtype``: ``"float32"`` or ``"float64"``
+``objective``       objective name, ``ard`` bool (``Hyperopt*`` estimators)
 ``meta_*``          free-form summary (objective name, epochs, ...)
 ==================  ===========================================================
 """
@@ -33,14 +35,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._model_file import ESTIMATORS as _ESTIMATORS
+from ._model_file import FORMAT, VERSION, read_npz, validate_state
+from ._model_file import KERNELS as _KERNELS
+from .errors import DataError
+
 __all__ = ["DataError", "Table", "read_csv", "column_index", "numeric_columns", "save_model", "load_model"]
-
-FORMAT = "nyhopt-model"
-VERSION = 1
-
-
-class DataError(ValueError):
-    """A data or model file that cannot be used (the message says where and why)."""
 
 
 # --------------------------------------------------------------------------- CSV
@@ -65,6 +65,15 @@ class Table(NamedTuple):
     names: list
     cells: np.ndarray
     lines: list = None
+
+
+def _csv_rows(reader, path):
+    """The rows of ``reader``; a malformed line (such as a field over ``csv.field_size_limit()``
+    characters) raises :class:`DataError` naming the file and the line."""
+    try:
+        yield from reader
+    except csv.Error as exc:
+        raise DataError(f"{path}, line {reader.line_num}: unreadable CSV ({exc})") from None
 
 
 def read_csv(path, delimiter=None) -> Table:
@@ -118,7 +127,7 @@ def read_csv(path, delimiter=None) -> Table:
     reader = csv.reader(lines, delimiter=delimiter, skipinitialspace=(delimiter == " "))
     rows = []
     header = None
-    for lineno, row in enumerate(reader, start=1):
+    for lineno, row in enumerate(_csv_rows(reader, path), start=1):
         if not row or all(not c.strip() for c in row):
             continue  # blank line
         row = [c.strip() for c in row]
@@ -231,10 +240,6 @@ def numeric_columns(table: Table, columns, dtype=np.float64) -> np.ndarray:
 
 # --------------------------------------------------------------------------- models
 
-_KERNELS = ("gaussian", "laplacian", "matern12", "matern32", "matern52")
-_ESTIMATORS = ("HyperoptKRR", "HyperoptKRRClassifier", "NystromKRR", "NystromKRRClassifier")
-
-
 def _kernel_name(kernel) -> str:
     """Name under which :func:`nyhopt.make_kernel` rebuilds ``kernel``."""
     kind = kernel.kind
@@ -300,28 +305,24 @@ def _model_state(model) -> dict:
 
 
 def _inner_from_state(state, classifier):
-    """A fitted NystromKRR / NystromKRRClassifier from saved arrays."""
+    """A fitted NystromKRR / NystromKRRClassifier from the checked fields of a file."""
     from .estimator import NystromKRR, NystromKRRClassifier
     from .kernels import make_kernel
 
-    kernel_name = str(state["kernel"])
-    if kernel_name not in _KERNELS:
-        raise DataError(f"unknown kernel {kernel_name!r} in the model file")
-    dtype = np.dtype(str(state.get("dtype", "float64")))
-    lengthscale = np.asarray(state["lengthscale"], dtype=np.float64)
-    kernel = make_kernel(kernel_name, lengthscale if lengthscale.size > 1 else float(lengthscale[0]))
-    centers = np.asarray(state["centers"], dtype=dtype)
-    alpha = np.asarray(state["alpha"], dtype=np.float64)
+    lengthscale = state["lengthscale"]
+    kernel = make_kernel(state["kernel"], lengthscale if lengthscale.size > 1 else float(lengthscale[0]))
+    centers = state["centers"].astype(state["dtype"])
+    alpha = state["alpha"]
     kw = dict(kernel=kernel, penalty=float(state["penalty"]), centers=centers, solver="direct")
     if classifier:
         model = NystromKRRClassifier(**kw)
-        model.classes_ = np.asarray(state["classes"])
+        model.classes_ = state["classes"]
         alpha = alpha[:, 0] if alpha.shape[1] == 1 else alpha
     else:
-        model = NystromKRR(normalize_y=bool(state.get("normalize_y", False)), **kw)
-        model.y_mean_ = np.asarray(state["y_mean"], dtype=np.float64)
-        model.y_scale_ = np.asarray(state["y_scale"], dtype=np.float64)
-        alpha = alpha[:, 0] if bool(state["y_was_1d"]) else alpha
+        model = NystromKRR(normalize_y=state["normalize_y"], **kw)
+        model.y_mean_ = state["y_mean"]
+        model.y_scale_ = state["y_scale"]
+        alpha = alpha[:, 0] if state["y_was_1d"] else alpha
     model.kernel_ = kernel
     model.centers_ = centers
     model.alpha_ = alpha
@@ -332,27 +333,20 @@ def _inner_from_state(state, classifier):
 
 
 def _model_from_state(state):
-    """Rebuild the saved estimator (fitted)."""
+    """Rebuild the saved estimator (fitted) from the checked fields of a file."""
     from .hyperopt import HyperoptKRR, HyperoptKRRClassifier
 
-    name = str(state.get("estimator", ""))
-    if name not in _ESTIMATORS:
-        raise DataError(f"unknown estimator {name!r} in the model file")
-    for key in ("kernel", "lengthscale", "penalty", "centers", "alpha"):
-        if key not in state:
-            raise DataError(f"the model file has no {key!r} entry")
+    name = state["estimator"]
     classifier = name.endswith("Classifier")
-    if classifier and "classes" not in state:
-        raise DataError("the model file of a classifier has no 'classes' entry")
     inner = _inner_from_state(state, classifier)
     if not name.startswith("Hyperopt"):
         return inner
     cls = HyperoptKRRClassifier if classifier else HyperoptKRR
-    model = cls(objective=str(state.get("objective", "prop")), centers=inner.centers_.shape[0],
-                ard=bool(state.get("ard", True)), standardize=bool(state.get("standardize", False)))
+    model = cls(objective=state["objective"], centers=inner.centers_.shape[0], ard=state["ard"],
+                standardize=state["standardize"])
     model.model_ = inner
-    model.x_mean_ = np.asarray(state["x_mean"], dtype=np.float64)
-    model.x_scale_ = np.asarray(state["x_scale"], dtype=np.float64)
+    model.x_mean_ = state["x_mean"]
+    model.x_scale_ = state["x_scale"]
     model.n_features_in_ = inner.n_features_in_
     if classifier:
         model.classes_ = inner.classes_
@@ -428,7 +422,11 @@ def load_model(path):
     FileNotFoundError
         If ``path`` does not exist.
     DataError
-        If the file is not an nyhopt model file (or is from a newer version).
+        If the file is not an nyhopt model file, is damaged (a truncated or
+        corrupted archive), is from a newer format version, or has a field
+        that is missing or of the wrong kind, shape or value (NaN, infinity,
+        a non-positive penalty or scale ...); the message names the field.
+        Nothing in the file is unpickled.
 
     Examples
     --------
@@ -446,15 +444,7 @@ def load_model(path):
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"file not found: {path}")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            state = {key: data[key] for key in data.files}
-    except Exception as exc:
-        raise DataError(f"{path} is not an nyhopt model file (.npz): {exc}") from None
-    if str(state.get("format", "")) != FORMAT:
-        raise DataError(f"{path} is not an nyhopt model file (no 'format' = {FORMAT!r} entry)")
-    if int(state.get("version", -1)) > VERSION:
-        raise DataError(f"{path} was written by a newer nyhopt (format version {int(state['version'])})")
-    model = _model_from_state(state)
+    state = read_npz(path)
+    model = _model_from_state(validate_state(state, path))
     model.meta_ = {k[5:]: (v.item() if v.ndim == 0 else v) for k, v in state.items() if k.startswith("meta_")}
     return model

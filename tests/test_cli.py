@@ -195,3 +195,190 @@ def test_features_option_and_python_saved_model(tmp_path, regression_csv, capsys
     assert "4 predictions written" in capsys.readouterr().err
     err = _error_run(["predict", saved, path], capsys)
     assert "expects 2 feature columns" in err
+
+
+# ---------------------------------------------------------------------- output paths (issue #15, case 11)
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Reading the data is the first piece of work: make it fail loudly."""
+    import nyhopt.io
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("work started before the output paths were checked")
+
+    monkeypatch.setattr(nyhopt.io, "read_csv", refuse)
+    monkeypatch.setattr(nyhopt.io, "load_model", refuse)
+
+
+@pytest.mark.parametrize("option", ["--out", "--json", "--report"])
+def test_unwritable_tune_outputs_fail_before_any_work(tmp_path, regression_csv, capsys, no_work, option):
+    path = regression_csv[0]
+    regular = tmp_path / "regular"
+    regular.write_text("")
+    (tmp_path / "folder.npz").mkdir()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for bad, words in [(regular / "x.out", "is a file, not a folder"),
+                       (tmp_path / "no" / "such" / "x.out", "does not exist"),
+                       (tmp_path / "folder.npz", "is a folder")]:
+        err = _error_run(["tune", path, "--target", "price", option, str(bad)], capsys)
+        assert option in err and words in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no stray files
+
+
+def test_unwritable_outputs_of_predict_and_demo(tmp_path, regression_csv, capsys, no_work):
+    regular = tmp_path / "regular"
+    regular.write_text("")
+    err = _error_run(["predict", "m.npz", regression_csv[0], "--out", str(regular / "p.csv")], capsys)
+    assert "--out" in err and "is a file, not a folder" in err
+    err = _error_run(["demo", "--report", str(tmp_path / "none" / "r.png")], capsys)
+    assert "--report" in err and "does not exist" in err
+
+
+def test_read_only_folder_is_refused(tmp_path, regression_csv, capsys, no_work):
+    import os
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who can write anywhere (root)")
+        err = _error_run(["tune", regression_csv[0], "--target", "price", "--out", str(locked / "m.npz")], capsys)
+        assert "permission denied" in err
+    finally:
+        locked.chmod(0o700)
+
+
+def test_write_error_after_the_checks_is_one_line(tmp_path, regression_csv, capsys, monkeypatch):
+    import nyhopt.cli as cli
+
+    monkeypatch.setattr(cli, "_check_output", lambda path, option: None)
+    err = _error_run(["tune", regression_csv[0], "--target", "price", "--centers", "5", "--epochs", "0",
+                      "--quiet", "--out", str(tmp_path / "f" / "m.npz")], capsys)
+    assert "m.npz" in err and err.count("\n") == 1
+
+
+def test_csv_field_over_the_csv_module_limit(tmp_path, capsys):
+    path = tmp_path / "long.csv"
+    path.write_text("a,b,y\n1," + "9" * 200_000 + ",3\n4,5,6\n")
+    err = _error_run(["tune", str(path), "--target", "y"], capsys)
+    assert "line 2" in err and "field" in err and err.count("\n") == 1
+
+
+def test_subprocess_error_has_no_traceback(tmp_path):
+    regular = tmp_path / "regular"
+    regular.write_text("")
+    proc = subprocess.run([sys.executable, "-m", "nyhopt", "predict", "m.npz", "d.csv", "--out",
+                           str(regular / "p.csv")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "--out" in proc.stderr
+
+
+# ---------------------------------------------------------------------- --device
+
+
+class _FakeDevice:
+    """Stands in for CuPy: records the transfers; refuses text (as CuPy does)."""
+
+    def __init__(self):
+        self.to_device = 0
+        self.to_host = 0
+
+    def asarray(self, a):
+        a = np.asarray(a)
+        if a.dtype.kind in "OUS":
+            raise TypeError("CuPy holds no text")
+        self.to_device += 1
+        return a
+
+    def asnumpy(self, a):
+        self.to_host += 1
+        return np.asarray(a)
+
+
+def test_device_cpu_and_auto_without_gpu(tmp_path, regression_csv, monkeypatch):
+    import nyhopt.cli as cli
+
+    monkeypatch.setattr(cli, "_gpu_module", lambda: None)
+    path = regression_csv[0]
+    for device in ("cpu", "auto"):
+        model = tmp_path / f"{device}.npz"
+        assert main(["tune", path, "--target", "price", "--centers", "5", "--epochs", "1", "--quiet",
+                     "--device", device, "--out", str(model)]) == 0
+        assert main(["predict", str(model), path, "--device", device, "--out", str(tmp_path / "p.csv")]) == 0
+
+
+def test_device_gpu_without_gpu_is_a_usage_error(regression_csv, capsys, monkeypatch):
+    import nyhopt.cli as cli
+
+    monkeypatch.setattr(cli, "_gpu_module", lambda: None)
+    for cmd in (["tune", regression_csv[0], "--target", "price"], ["predict", "m.npz", regression_csv[0]],
+                ["demo"]):
+        err = _error_run(cmd + ["--device", "gpu"], capsys)
+        assert "--device gpu" in err and "no usable CUDA GPU" in err and err.count("\n") == 1
+
+
+def test_gpu_path_through_the_seam(tmp_path, monkeypatch, capsys):
+    """The GPU code path with a stand-in device: text labels stay on the host, results come back."""
+    import nyhopt.cli as cli
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(120, 2))
+    labels = np.where(X[:, 0] > 0, "pos", "neg")
+    path = _write_csv(tmp_path / "c.csv", ["a", "b", "label"], [[p, q, s] for (p, q), s in zip(X.tolist(), labels)])
+    cpu_pred, gpu_pred = tmp_path / "cpu.csv", tmp_path / "gpu.csv"
+    args = ["tune", path, "--target", "label", "--centers", "15", "--epochs", "3", "--quiet"]
+    assert main(args + ["--device", "cpu", "--out", str(tmp_path / "cpu.npz")]) == 0
+    assert main(["predict", str(tmp_path / "cpu.npz"), path, "--device", "cpu", "--out", str(cpu_pred)]) == 0
+
+    fake = _FakeDevice()
+    monkeypatch.setattr(cli, "_gpu_module", lambda: fake)
+    assert main(args + ["--device", "gpu", "--out", str(tmp_path / "gpu.npz")]) == 0
+    assert fake.to_device >= 2 and fake.to_host >= 1
+    assert load_model(tmp_path / "gpu.npz").classes_.tolist() == ["neg", "pos"]
+    assert main(["predict", str(tmp_path / "gpu.npz"), path, "--device", "auto", "--out", str(gpu_pred)]) == 0
+    assert _read_predictions(gpu_pred) == _read_predictions(cpu_pred)
+
+
+# ---------------------------------------------------------------------- info
+
+
+def test_info_text_and_json(capsys):
+    assert main(["info", "--no-compile"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    keys = [line.split(": ", 1)[0] for line in lines]
+    for key in ("python", "nyhopt", "numpy", "scipy", "numba", "cupy", "device", "cuda_compile",
+                "numba_threads", "numba_threading_layer", "blas", "memory_budget_bytes", "pool_workers"):
+        assert key in keys
+    assert all(": " in line for line in lines)
+    assert main(["info", "--json", "--no-compile"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    import nyhopt
+
+    assert info["nyhopt"] == nyhopt.__version__ and info["cuda_compile"] == "not checked"
+    assert info["memory_budget_bytes"] == nyhopt.get_memory_budget()
+
+
+def test_info_without_cupy_or_nvrtc(monkeypatch):
+    from nyhopt import _info
+    from nyhopt.ops import _cuda_compile as cc
+
+    def no_nvrtc(*args, **kwargs):
+        raise RuntimeError("NVRTC could not be loaded\nsecond line")
+
+    monkeypatch.setattr(cc, "nvrtc_compile", no_nvrtc)
+    monkeypatch.setattr(_info, "_version", lambda name: None)
+    info = _info.gather()
+    assert info["cuda_compile"] == "RuntimeError: NVRTC could not be loaded"
+    assert info["device"] == "none (CuPy is not installed)"
+    assert "cupy: not installed" in _info.format_text(info).splitlines()
+
+
+def test_python_dash_m_nyhopt():
+    proc = subprocess.run([sys.executable, "-m", "nyhopt", "info", "--no-compile"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("python: ")
+    proc = subprocess.run([sys.executable, "-m", "nyhopt"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "usage: nyhopt" in proc.stdout

@@ -228,3 +228,76 @@ def test_metrics():
     y = np.array([1.0, -1.0])
     c_error(y, np.array([0.5, 0.5]))
     np.testing.assert_array_equal(y, [1.0, -1.0])  # inputs untouched
+
+
+@pytest.mark.parametrize("metric", [rmse, nrmse, c_error])
+def test_metrics_reject_nan_inf_complex_and_bad_shapes(metric):
+    # issue #15 case 13: NaN/inf passed through, imaginary parts were dropped
+    ok = [1.0, -1.0, 2.0]
+    for bad in ([1.0, np.nan, 2.0], [1.0, np.inf, 2.0], [-np.inf, 1.0, 2.0]):
+        with pytest.raises(ValueError, match="y_true contains NaN or infinity"):
+            metric(bad, ok)
+        with pytest.raises(ValueError, match="y_pred contains NaN or infinity"):
+            metric(ok, bad)
+    with pytest.raises(TypeError, match="y_true must hold real numbers"):
+        metric(np.array([1 + 5j, 1.0, 2.0]), ok)
+    with pytest.raises(TypeError, match="y_pred must hold real numbers"):
+        metric(ok, np.array([1.0, 2.0, 3.0], dtype=complex))
+    with pytest.raises(TypeError, match="y_pred"):
+        metric(ok, ["a", "b", "c"])
+    with pytest.raises(ValueError, match="same shape"):
+        metric(ok, ok[:2])
+    with pytest.raises(ValueError, match="y_true must be 1-D"):
+        metric(np.ones((2, 2, 2)), np.ones((2, 2, 2)))
+    with pytest.raises(ValueError, match="empty"):
+        metric([], [])
+    y = np.array([1.0, np.nan, 2.0])
+    with pytest.raises(ValueError):
+        metric(y, ok)
+    assert np.isnan(y[1]) and y[0] == 1.0  # input untouched
+
+
+def test_metrics_do_not_overflow_or_underflow():
+    assert rmse([1e200], [-1e200]) == pytest.approx(2e200, rel=1e-15)
+    assert rmse([1.7e308, -1.7e308], [-1.7e308, 1.7e308]) == pytest.approx(3.4e308, rel=1e-15)
+    assert rmse([3e-200, 0.0], [0.0, 4e-200]) == pytest.approx(np.sqrt(12.5) * 1e-200, rel=1e-15)
+    assert nrmse([1.5e308, 1.5e308], [1.5e308, 0.0]) == pytest.approx(np.sqrt(0.5), rel=1e-15)
+    assert rmse([1.0, 2.0], [1.0, 4.0]) == 1.4142135623730951  # ordinary values: the plain formula
+
+
+def test_synthetic_validates_sizes_and_seed():
+    # issue #15 case 14: numpy errors that did not name the argument
+    with pytest.raises(ValueError, match="seed must be >= 0, got -1"):
+        synthetic(10, seed=-1)
+    for seed in (1.5, True, "1", None, [1, 2]):
+        with pytest.raises(TypeError, match="seed must be an int"):
+            synthetic(10, seed=seed)
+    assert synthetic(10, n_test=1, seed=np.int64(3)).X_train.shape == (10, 8)
+    for kwargs, exc, pattern in (
+        ({"n": 0}, ValueError, "n must be >= 1"),
+        ({"n": True}, TypeError, "n must be an int"),
+        ({"n": 10, "d": 6}, ValueError, "d must be >= 7"),
+        ({"n": 10, "d": 8.0}, TypeError, "d must be an int"),
+        ({"n": 10, "n_test": -1}, ValueError, "n_test must be >= 0"),
+        ({"n": 10, "n_test": False}, TypeError, "n_test must be an int"),
+        ({"n": 10, "dtype": "nonsense"}, TypeError, "dtype"),
+    ):
+        with pytest.raises(exc, match=pattern):
+            synthetic(**kwargs)
+
+
+def test_load_dataset_validates_seed_name_and_dtype():
+    # checked before any file is looked for
+    with pytest.raises(ValueError, match="seed must be >= 0"):
+        load_dataset("mg", seed=-1)
+    for seed in (1.5, True, None):
+        with pytest.raises(TypeError, match="seed must be an int"):
+            load_dataset("mg", seed=seed)
+    with pytest.raises(TypeError, match="dtype"):
+        load_dataset("mg", dtype="nonsense")
+    with pytest.raises(ValueError, match="dtype must be float32 or float64"):
+        load_dataset("mg", dtype=np.int32)
+    with pytest.raises(ValueError, match="unknown dataset name"):
+        load_dataset("")
+    with pytest.raises(TypeError, match="name must be a str"):
+        load_dataset(b"mg")

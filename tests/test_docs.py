@@ -81,3 +81,32 @@ def test_site_builds_in_strict_mode(tmp_path):
     assert "load_dataset" in html and "Examples" in html
     for png in sorted((DOCS / "results").glob("*.png")):
         assert (tmp_path / "site" / "results" / png.name).is_file()
+
+
+def _quick_start_commands():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return [block.strip() for block in re.findall(r"```\n(.*?)```", section, flags=re.S)]
+
+
+def test_readme_quick_start_is_two_commands_and_ci_runs_them_literally():
+    commands = _quick_start_commands()
+    assert len(commands) == 2 and all("\n" not in c for c in commands)
+    install_demo, install_test = commands
+    assert install_demo.startswith("pip install ") and install_demo.endswith("nyhopt demo")
+    assert install_test.startswith("pip install ") and "pytest" in install_test
+    assert "-e" not in install_test.split()  # a plain install, as users get it
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert install_test in ci, "CI must run the README's test command literally"
+    assert "python3 -m venv" in "\n".join(ci)  # in a fresh environment
+
+
+def test_gpu_extras_name_one_cuda_each():
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert [r.split(">")[0] for r in extras["cuda12"]] == ["cupy-cuda12x"]
+    assert [r.split(">")[0] for r in extras["cuda13"]] == ["cupy-cuda13x"]
+    assert extras["gpu"] == extras["cuda12"]
+    assert {"cupy-cuda12x", "nvidia-cuda-nvrtc-cu12"} <= {r.split(">")[0] for r in extras["test"]}
+    readme = (ROOT / "README.md").read_text()
+    assert '".[cuda12]"' in readme and '".[cuda13]"' in readme

@@ -4,25 +4,31 @@ from __future__ import annotations
 import csv
 import importlib.util
 import math
-import pathlib
+import os
 import subprocess
 import sys
 
 import pytest
+from conftest import DATA_DIR, ROOT
 
-from nyhopt.datasets import find_data_dir
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+# The scripts and the data are found from this file, not from the nyhopt package: an
+# installed (non-editable) nyhopt lives in site-packages, far from ../shared/data.
 EXAMPLES = ROOT / "examples"
+HAVE_DATA = DATA_DIR.is_dir()
 
-try:
-    find_data_dir()
-    HAVE_DATA = True
-except FileNotFoundError:
-    HAVE_DATA = False
-
-pytestmark = pytest.mark.skipif(not HAVE_DATA, reason="../shared/data not found (set NYHOPT_DATA)")
+pytestmark = pytest.mark.skipif(not HAVE_DATA, reason=f"{DATA_DIR} not found (set NYHOPT_DATA)")
 pytest.importorskip("matplotlib")
+
+
+@pytest.fixture(autouse=True)
+def _data_env(monkeypatch):
+    monkeypatch.setenv("NYHOPT_DATA", str(DATA_DIR))
+
+
+def _env_without_data_var():
+    env = dict(os.environ)
+    env.pop("NYHOPT_DATA", None)
+    return env
 
 
 def _load(name):
@@ -91,12 +97,29 @@ def test_probes_quick(tmp_path):
     assert len(curves) == 6
 
 
+SMALL_RUN = ["--quick", "--quiet", "--datasets", "energy", "--objectives", "prop", "--epochs", "1",
+             "--centers", "5", "--max-train", "100"]
+
+
 def test_script_runs_from_the_command_line(tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLES / "small_scale.py"), "--quick", "--quiet", "--out", str(tmp_path),
-         "--datasets", "energy", "--objectives", "prop", "--epochs", "1", "--centers", "5",
-         "--max-train", "100"],
-        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+        [sys.executable, str(EXAMPLES / "small_scale.py"), "--out", str(tmp_path)] + SMALL_RUN,
+        capture_output=True, text=True, timeout=240, cwd=tmp_path, env=os.environ,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "small_scale.md").is_file()
+
+
+def test_script_finds_the_data_beside_its_repository(tmp_path):
+    """As with a plain install: nyhopt's own search (cwd, package location) finds nothing."""
+    if DATA_DIR.resolve() != (ROOT.parent / "shared" / "data").resolve():
+        pytest.skip("the data are not in ../shared/data beside the repository")
+    run = ("import runpy, sys, pathlib, nyhopt.datasets as d; "
+           "d._repo_root = lambda: pathlib.Path('/nonexistent/a/b'); "
+           "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+    proc = subprocess.run(
+        [sys.executable, "-c", run, str(EXAMPLES / "small_scale.py"), "--out", str(tmp_path)] + SMALL_RUN,
+        capture_output=True, text=True, timeout=240, cwd=tmp_path, env=_env_without_data_var(),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "small_scale.md").is_file()

@@ -160,3 +160,124 @@ def test_load_errors(tmp_path):
              estimator=np.array("NystromKRR"))
     with pytest.raises(DataError, match="no 'kernel'"):
         load_model(tmp_path / "partial.npz")
+
+
+# ----------------------------------------------------------------------------- damaged model files (issue #15)
+
+
+@pytest.fixture(scope="module")
+def saved_state(tmp_path_factory, data):
+    """The fields of a saved HyperoptKRR (standardized) and the model itself."""
+    X, y = data
+    est = nh.HyperoptKRR(centers=10, epochs=2, standardize=True, random_state=0).fit(X, y)
+    path = save_model(tmp_path_factory.mktemp("saved") / "m", est)
+    with np.load(path, allow_pickle=False) as f:
+        return {k: f[k] for k in f.files}, est
+
+
+def _variant(tmp_path, state, **changes):
+    """Save ``state`` with fields replaced (a value) or removed (None)."""
+    s = {k: v for k, v in state.items() if not (k in changes and changes[k] is None)}
+    s.update({k: v for k, v in changes.items() if v is not None})
+    path = tmp_path / "variant.npz"
+    np.savez(path, **s)
+    return path
+
+
+@pytest.mark.parametrize("key", ["version", "estimator", "kernel", "lengthscale", "penalty", "centers", "alpha",
+                                 "y_was_1d", "x_mean", "x_scale", "y_mean", "y_scale", "normalize_y",
+                                 "standardize", "dtype", "objective", "ard"])
+def test_load_missing_field_names_it(tmp_path, saved_state, key):
+    state, _ = saved_state
+    with pytest.raises(DataError, match=f"no '{key}' field"):
+        load_model(_variant(tmp_path, state, **{key: None}))
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("lengthscale", np.array([]), "'lengthscale' must not be empty"),
+    ("lengthscale", np.array([1.0, -2.0, 1.0]), "'lengthscale' must be > 0"),
+    ("lengthscale", np.array([1.0, 2.0]), "'lengthscale' has 2 entries"),
+    ("penalty", np.array([1e-3, 2e-3]), r"'penalty' must have shape \(\)"),
+    ("penalty", np.array(0.0), "'penalty' must be > 0"),
+    ("penalty", np.array(np.nan), "'penalty' contains NaN"),
+    ("alpha", np.ones((5, 1)), r"'alpha' must have shape \(10, n\)"),
+    ("alpha", np.full((10, 1), np.nan), "'alpha' contains NaN"),
+    ("centers", np.ones((10, 3), dtype=np.int64), "'centers' must hold floating-point"),
+    ("centers", np.ones(10), r"'centers' must have shape \(n, n\)"),
+    ("x_mean", np.zeros(2), r"'x_mean' must have shape \(3,\)"),
+    ("x_scale", np.array([1.0, 0.0, 1.0]), "'x_scale' must be > 0"),
+    ("y_scale", np.array([np.inf]), "'y_scale' contains NaN or infinity"),
+    ("y_mean", np.zeros(2), r"'y_mean' must have shape \(1,\)"),
+    ("y_was_1d", np.array(1), "'y_was_1d' must be a boolean"),
+    ("standardize", np.array("yes"), "'standardize' must be a boolean"),
+    ("dtype", np.array("int8"), "'dtype' must be one of"),
+    ("kernel", np.array("cosine"), "'kernel' must be one of"),
+    ("estimator", np.array("SVC"), "'estimator' must be one of"),
+    ("objective", np.array(3.0), "'objective' must be a text value"),
+    ("version", np.array("abc"), "'version' must be an integer"),
+    ("version", np.array(0), "'version' must be >= 1"),
+])
+def test_load_bad_field_names_it(tmp_path, saved_state, key, value, match):
+    state, _ = saved_state
+    with pytest.raises(DataError, match=match) as info:
+        load_model(_variant(tmp_path, state, **{key: value}))
+    assert "variant.npz" in str(info.value)
+
+
+def test_load_checks_classifier_labels(tmp_path, data):
+    X, _ = data
+    y = np.array(["a", "b", "c"])[np.arange(X.shape[0]) % 3]
+    clf = nh.NystromKRRClassifier(centers=10, random_state=0).fit(X, y)
+    with np.load(save_model(tmp_path / "c", clf), allow_pickle=False) as f:
+        state = {k: f[k] for k in f.files}
+    for value, match in [(None, "no 'classes' field"), (np.array(["a", "b"]), "has 2 labels but 'alpha' has 3"),
+                         (np.array(["b", "a", "c"]), "sorted order"), (np.array([[1, 2, 3]]), "1-D array")]:
+        with pytest.raises(DataError, match=match):
+            load_model(_variant(tmp_path, state, classes=value))
+
+
+def test_load_valid_variant_still_loads(tmp_path, saved_state, data):
+    """The checks do not reject what save_model writes (extra unknown fields are ignored)."""
+    state, est = saved_state
+    X, _ = data
+    loaded = load_model(_variant(tmp_path, state, comment=np.array("kept for later versions")))
+    np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+
+
+def test_load_non_model_files_say_what_they_are(tmp_path, saved_state):
+    csv = _write(tmp_path, "a,b,y\n1,2,3\n")
+    with pytest.raises(DataError, match="not an nyhopt model file") as info:
+        load_model(csv)
+    assert str(csv) in str(info.value) and "pickle" not in str(info.value)
+    np.save(tmp_path / "array.npy", np.ones(3))
+    with pytest.raises(DataError, match="not an nyhopt model file"):
+        load_model(tmp_path / "array.npy")
+    with pytest.raises(DataError, match="folder"):
+        load_model(tmp_path)
+    objects = tmp_path / "objects.npz"
+    np.savez(objects, format=np.array("nyhopt-model"), version=np.array(1), x=np.array([{}, 1], dtype=object))
+    with pytest.raises(DataError, match="'x' holds pickled Python objects") as info:
+        load_model(objects)
+    assert "allow_pickle" not in str(info.value)
+
+
+@pytest.mark.parametrize("cut", [0.3, 0.9])
+def test_load_truncated_archive_says_damaged(tmp_path, saved_state, cut):
+    state, _ = saved_state
+    whole = _variant(tmp_path, state).read_bytes()
+    path = tmp_path / "truncated.npz"
+    path.write_bytes(whole[: int(cut * len(whole))])
+    with pytest.raises(DataError, match="is damaged") as info:
+        load_model(path)
+    assert "pickle" not in str(info.value)
+
+
+def test_load_corrupted_entry_says_damaged(tmp_path, saved_state):
+    state, _ = saved_state
+    raw = bytearray(_variant(tmp_path, state).read_bytes())
+    start = raw.index(b"\x93NUMPY", raw.index(b"alpha.npy"))
+    raw[start:start + 6] = b"garbag"  # the .npy magic of 'alpha' inside the (stored) zip
+    path = tmp_path / "corrupt.npz"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match="is damaged"):
+        load_model(path)

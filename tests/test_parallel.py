@@ -99,3 +99,58 @@ def test_pool_works_in_a_forked_child():
 def _ranges_in_child():
     with pool_phase(2):
         return map_ranges(lambda lo, hi: hi - lo, 10, min_rows=1)
+
+
+def test_map_chunks_waits_for_every_chunk_before_raising():
+    import time
+
+    from nyhopt._parallel import map_chunks
+
+    done = []
+
+    def chunk(c):
+        if c == 2:  # the caller's own chunk fails at once
+            raise ValueError("caller chunk")
+        time.sleep(0.2)
+        done.append(c)
+
+    with pytest.raises(ValueError, match="caller chunk"):
+        map_chunks(chunk, 3)
+    assert sorted(done) == [0, 1]  # no worker still writes after the error
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "matern32"])
+def test_numba_chunks_on_workers_match_prange(rng, monkeypatch, kind):
+    """In a forked child the fused loops run their chunks on nyhopt's workers: same numbers as prange."""
+    import numba
+
+    from nyhopt.ops import _numba
+
+    if numba.get_num_threads() < 2:
+        pytest.skip("needs 2 Numba threads")
+    X = rng.uniform(-1, 1, (203, 3))
+    Z = X[:11].copy()
+    kernel = nh.make_kernel(kind, np.array([0.8, 1.3, 1.1]))
+    ell = kernel.lengthscale_array(3)
+    V, U = rng.standard_normal((11, 3)), rng.standard_normal((203, 2))
+    P, Q, G = rng.standard_normal((203, 2)), rng.standard_normal((11, 2)), rng.standard_normal((203, 11))
+    wrt = ("lengthscale", "centers", "X")
+
+    def run():
+        return [_numba.kernel_matrix(kernel, X, Z, ell, np), _numba.kmv(kernel, X, Z, V, ell, np),
+                _numba.kmtv(kernel, X, Z, U, ell, np), *_numba.normal_matvec(kernel, X, Z, V, ell, np, U=U),
+                *_numba.adjoint_dense(kernel, X, Z, G, ell, np, wrt), *_numba.adjoint_lowrank(kernel, X, Z, P, Q, ell,
+                                                                                             np, wrt)]
+
+    threaded = run()
+    chunks = []
+    original = _numba.map_chunks
+    monkeypatch.setattr(_numba, "map_chunks", lambda fn, parts: chunks.append(parts) or original(fn, parts))
+    monkeypatch.setattr(_numba, "in_forked_child", lambda: True)
+    assert run()[0].shape == (203, 11) and chunks == [1] * 6  # too little work to hand off
+    monkeypatch.setattr(_numba, "_MIN_CHUNK_ENTRIES", 1)
+    chunks.clear()
+    split = run()
+    assert len(chunks) == 6 and min(chunks) >= 2
+    for a, b in zip(threaded, split):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)

@@ -1,8 +1,9 @@
-"""scikit-learn's estimator checks on NystromKRR and NystromKRRClassifier.
+"""scikit-learn's estimator checks on every nyhopt estimator.
 
 The estimators are given 10 centers because several checks fit on 10-30
-samples (more centers than samples is an error), and the regressors a wide
-Gaussian kernel so that ``check_regressors_train`` (R^2 > 0.5 on a linear
+samples (more centers than samples is an error), the self-tuning ones 3 epochs
+(the checks fit hundreds of times), and the regressors a wide Gaussian kernel
+(lengthscale 5) so that ``check_regressors_train`` (R^2 > 0.5 on a linear
 problem in 10 dimensions) passes with so few centers.  No check is skipped by
 this file; scikit-learn itself skips the pandas checks when pandas is not
 installed and the array-API checks unless SCIPY_ARRAY_API is set.
@@ -20,6 +21,8 @@ ESTIMATORS = [
     nh.NystromKRR(nh.GaussianKernel(5.0), centers=10, penalty=1e-3),
     nh.NystromKRR(nh.GaussianKernel(5.0), centers=10, penalty=1e-3, solver="direct"),
     nh.NystromKRRClassifier(centers=10, penalty=1e-3),
+    nh.HyperoptKRR(centers=10, epochs=3, lengthscale=5.0, progress=False),
+    nh.HyperoptKRRClassifier(centers=10, epochs=3, progress=False),
 ]
 
 with warnings.catch_warnings():

@@ -38,7 +38,29 @@ import numpy as np
 
 from .._validation import check_lengthscale
 
-__all__ = ["Kernel", "KernelGrad"]
+__all__ = ["Kernel", "KernelGrad", "check_finite_grad"]
+
+
+def check_finite_grad(grad, xp):
+    """Return ``grad`` (a :class:`KernelGrad`), or raise when one of its arrays is not finite.
+
+    A tiny lengthscale makes the scaled coordinates :math:`x/\\ell` or their
+    squares overflow; the kernel values then underflow to 0 but the adjoint
+    formulas meet :math:`0\\cdot\\infty`.
+
+    Raises
+    ------
+    ValueError
+        If a gradient contains NaN or infinity (the message says what to change).
+    """
+    for name, g in zip(grad._fields, grad):
+        if g is not None and not bool(xp.all(xp.isfinite(xp.asarray(g)))):
+            raise ValueError(
+                f"the kernel gradient with respect to {name} is not finite: |x - z| / lengthscale "
+                "overflows (the lengthscale is too small for the range of the data); use a larger "
+                "lengthscale or standardize X"
+            )
+    return grad
 
 
 class KernelGrad(NamedTuple):
@@ -201,13 +223,22 @@ class Kernel:
         -------
         KernelGrad
             Requested gradients (float64), ``None`` for the others.
+
+        Raises
+        ------
+        ValueError
+            If a gradient is not finite (scaled distances overflow at a tiny
+            lengthscale), see :func:`check_finite_grad`.
         """
+        from ..backend import get_namespace
         from ..ops import adjoint_dense, adjoint_lowrank
 
         if G is not None:
             if P is not None or Q is not None:
                 raise ValueError("give either G or (P, Q), not both")
-            return adjoint_dense(self, X, Z, G, wrt=wrt)
-        if P is None or Q is None:
+            grad = adjoint_dense(self, X, Z, G, wrt=wrt)
+        elif P is None or Q is None:
             raise ValueError("adjoint needs a cotangent: G, or both P and Q")
-        return adjoint_lowrank(self, X, Z, P, Q, wrt=wrt)
+        else:
+            grad = adjoint_lowrank(self, X, Z, P, Q, wrt=wrt)
+        return check_finite_grad(grad, get_namespace(X))

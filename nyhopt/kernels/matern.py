@@ -14,6 +14,12 @@ Their derivatives in :math:`s` are smooth for nu = 3/2 and 5/2:
     \\varphi'_{5/2}(s) = -\\tfrac56 (1 + \\sqrt5 r) e^{-\\sqrt5 r};
 
 nu = 1/2 is the Laplacian kernel (cusp at 0, derivative taken as 0 there).
+
+Far apart (:math:`s \\ge` :data:`S_CAP`) :math:`e^{-\\sqrt3 r}` is already 0 in
+every floating dtype, so :math:`s` is clipped at :data:`S_CAP` before the
+profile is evaluated: an overflowing distance (:math:`r = \\infty`) then gives
+0, as the Gaussian does, instead of :math:`\\infty \\cdot 0 = \\mathrm{NaN}`.  The
+values are unchanged wherever the unclipped formula was finite.
 """
 from __future__ import annotations
 
@@ -24,10 +30,13 @@ import numpy as np
 from ._base import Kernel
 from .laplacian import laplacian_profile_and_derivative
 
-__all__ = ["MaternKernel"]
+__all__ = ["MaternKernel", "S_CAP"]
 
 _SQRT3 = math.sqrt(3.0)
 _SQRT5 = math.sqrt(5.0)
+#: Clip of the scaled squared distance: exp(-sqrt(3 * S_CAP)) underflows to 0 in float32 and float64,
+#: and the polynomial factors stay finite.  Shared with the Numba and CUDA profiles.
+S_CAP = 1e6
 _KINDS = {0.5: "laplacian", 1.5: "matern32", 2.5: "matern52"}
 
 
@@ -73,6 +82,7 @@ class MaternKernel(Kernel):
         kind = self.kind
         if kind == "laplacian":
             return laplacian_profile_and_derivative(s, xp)
+        s = xp.minimum(s, S_CAP)  # a new array: ``s`` is left intact; NaN stays NaN
         r = xp.sqrt(s)
         if kind == "matern32":
             e = xp.exp(r * -_SQRT3)

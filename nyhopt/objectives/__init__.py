@@ -23,6 +23,9 @@ from __future__ import annotations
 import importlib
 import inspect
 
+from ..backend import as_native
+from ..distributed._detect import any_dask_array, refuse_dask_objective
+
 from ._base import Cotangents, EvalContext, Evaluation, KernelCotangent, Objective, params_gradient
 from .creg import CReg
 from .gcv import GCV
@@ -86,7 +89,8 @@ def make_objective(name, X, y, kernel="gaussian", **options) -> Objective:
         One of "holdout", "loocv", "gcv", "creg", "sgpr", "prop",
         "stoch-prop" (case-insensitive; "_" may replace "-").
     X : array of shape (n, d)
-        Training inputs (NumPy or CuPy, float32 or float64).
+        Training inputs (NumPy or CuPy, float32 or float64; a DataFrame or
+        any DLPack array is converted without a copy where possible).
     y : array of shape (n,) or (n, p)
         Targets.
     kernel : str or Kernel, default "gaussian"
@@ -121,11 +125,13 @@ def make_objective(name, X, y, kernel="gaussian", **options) -> Objective:
     ValueError: unknown option(s) ['folds'] for objective 'holdout'; valid options: ['noise_variance', 'random_state', 'val_fraction']
     """
     cls = _lookup(name)
+    if any_dask_array(X, y):
+        refuse_dask_objective(cls.name)
     sig = inspect.signature(cls.__init__)
     if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
         valid = sorted(set(sig.parameters) - _FIXED)
         unknown = sorted(set(options) - set(valid))
         if unknown:
             raise ValueError(f"unknown option(s) {unknown} for objective {cls.name!r}; valid options: {valid}")
-    return cls(X, y, kernel=kernel, **options)
+    return cls(as_native(X, "X"), as_native(y, "y"), kernel=kernel, **options)
 

@@ -89,10 +89,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import check_matrix, check_positive, check_targets
+from .._validation import check_matrix, check_positive, check_targets, reject_bool
 from .._threads import cpu_threads
 from ..backend import get_namespace
-from ..kernels import Kernel, make_kernel
+from ..kernels import Kernel, KernelGrad, make_kernel
+from ..kernels._base import check_finite_grad
 from ..ops import adjoint_dense, adjoint_lowrank
 from ..params import Params
 from ..solvers import jitter  # the one per-dtype jitter (1e-10 float64, 1e-6 float32)
@@ -146,11 +147,19 @@ class Cotangents(NamedTuple):
     penalty : float
         :math:`g_\\lambda`, partial derivative with respect to the *natural*
         penalty :math:`\\lambda` (with the kernel matrices held fixed).
+    log_penalty : float, default 0.0
+        A further partial derivative, with respect to :math:`\\log\\lambda`
+        (kernel matrices fixed), added as is to the gradient.  Terms
+        proportional to :math:`\\lambda^{-1}` put theirs here:
+        :math:`\\partial/\\partial\\log\\lambda` of such a term is minus the
+        term, finite, where its :math:`g_\\lambda` (a :math:`\\lambda^{-2}`)
+        overflows for a tiny :math:`\\lambda`.
     """
 
     nm: tuple = ()
     mm: object = None
     penalty: float = 0.0
+    log_penalty: float = 0.0
 
 
 class Evaluation(NamedTuple):
@@ -262,8 +271,10 @@ def params_gradient(kernel, Z, cotangents, params, wrt=WRT_ALL, xp=np) -> Params
                 g_ell = g_ell + _host(kg.lengthscale)
             if kg.centers is not None:
                 g_z += kg.centers + kg.X
-    g_log_lam = params.penalty * float(cotangents.penalty) if "penalty" in wrt else 0.0
+    g_log_lam = (params.penalty * float(cotangents.penalty) + float(cotangents.log_penalty)
+                 if "penalty" in wrt else 0.0)
     g_log_ell = ell * g_ell if "lengthscale" in wrt else np.zeros_like(ell)
+    check_finite_grad(KernelGrad(g_ell, g_z, None), xp)  # a clear error, not a NaN step
     return Params(np.asarray(g_log_lam, dtype=np.float64), g_log_ell.reshape(ell.shape), g_z)
 
 
@@ -343,7 +354,7 @@ class Objective:
             raise ValueError("y must have at least one column")
         self.kernel = make_kernel(kernel)
         self.noise_variance = check_positive(noise_variance, "noise_variance")
-        self.random_state = random_state
+        self.random_state = reject_bool(random_state, "random_state")
         #: Named parts of the most recent evaluation (None before the first): free to
         #: read, where :meth:`terms` evaluates again.
         self.last_terms = None

@@ -38,6 +38,7 @@ from .._blas import gemm_update, potrf, trsm
 from .._parallel import map_ranges, min_rows
 from ..backend import is_cupy_namespace
 from ..ops import kernel_matrix
+from ..solvers._linalg import NOT_PD_HINT
 from ._base import Cotangents, KernelCotangent, jitter
 
 __all__ = [
@@ -70,10 +71,7 @@ def cholesky(a, xp, what="K_mm + jitter*I"):
             return L
         return potrf(a, lower=True)
     except np.linalg.LinAlgError as exc:
-        raise np.linalg.LinAlgError(
-            f"{what} is not numerically positive definite (duplicate centers or a very large "
-            f"lengthscale?): {exc}"
-        ) from exc
+        raise np.linalg.LinAlgError(f"{what} is not numerically positive definite ({NOT_PD_HINT}): {exc}") from exc
 
 
 def tri_solve(L, b, xp, trans=False, overwrite=False):
@@ -295,6 +293,7 @@ class CotangentBuilder:
         self.W_thin = []  # (U (m, r), V (m, r)): W += U V^T
         self.Gmm = xp.zeros((m, m), dtype=xp.float64)
         self.glam = 0.0
+        self.glog = 0.0  # d / d log(lam), see Cotangents.log_penalty
         self.thin = []  # (P (n, r) data dtype, Q (m, r) float64): G_nm += P Q^T
         self._cache = {}
 
@@ -405,6 +404,14 @@ class CotangentBuilder:
         """Add a direct partial derivative with respect to :math:`\\lambda`."""
         self.glam += float(g)
 
+    def add_log_penalty(self, g):
+        """Add a direct partial derivative with respect to :math:`\\log\\lambda`.
+
+        For a term :math:`t \\propto \\lambda^{-1}` add :math:`-t`: its
+        :math:`g_\\lambda = -t/\\lambda` overflows when :math:`\\lambda` is tiny.
+        """
+        self.glog += float(g)
+
     def dense_W(self):
         """:math:`W` with its thin parts folded in (m, m) float64, or None when zero."""
         W = self.W
@@ -446,4 +453,4 @@ class CotangentBuilder:
     def cotangents(self, X, extra_nm=()):
         """Finish: a :class:`~nyhopt.objectives._base.Cotangents` for rows ``X``."""
         nm = (self.cotangent_nm(X),) + tuple(extra_nm)
-        return Cotangents(nm=nm, mm=sym(self.Gmm), penalty=self.glam)
+        return Cotangents(nm=nm, mm=sym(self.Gmm), penalty=self.glam, log_penalty=self.glog)

@@ -118,4 +118,4 @@ class LOOCV(Objective):
 
         map_ranges(add_rows, n)
         del Vt
-        return Evaluation(terms, Cotangents(nm=(kc,), mm=sym(b.Gmm), penalty=b.glam))
+        return Evaluation(terms, Cotangents(nm=(kc,), mm=sym(b.Gmm), penalty=b.glam, log_penalty=b.glog))

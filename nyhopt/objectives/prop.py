@@ -119,5 +119,5 @@ class Prop(Objective):
         b.add_trace_hat(2.0 * s2 / n)
         b.add_fit(2.0 / (n * p) * (1.0 + T / (c * lam)))
         b.add_trace_nystrom(-2.0 * f.fit / (n * p * c * lam))
-        b.add_penalty(-2.0 * f.fit * T / (n * p * c * lam * lam))
+        b.add_log_penalty(-terms["trace"])  # trace is proportional to 1/lam
         return Evaluation(terms, b.cotangents(self.X))

@@ -540,7 +540,8 @@ class StochasticProp(Objective):
             G_mm = cholesky_adjoint(precond.T, -2.0 * (s_hat * beta[None, :]) @ a.T, xp)
         else:
             G_mm = -c * ((a * beta[None, :]) @ a.T)
-        g_lam = -n * float(xp.sum(beta * bb)) - scale * F * T / (kappa * lam)
+        g_lam = -n * float(xp.sum(beta * bb))
+        g_log_lam = -terms["trace"]  # trace ~ 1/lam: its d/dlog(lam), finite for a tiny lam
 
         gamma_T = scale * F / kappa
         Lt, XQ, A_T = tr
@@ -556,4 +557,5 @@ class StochasticProp(Objective):
             Qf = xp.concatenate([a, Gam], axis=1)
             G_mm = G_mm + gamma_T * ((Gam * weights[None, :]) @ Gam.T)
         nm.insert(0, KernelCotangent(X, P=P.astype(X.dtype, copy=False), Q=Qf.astype(X.dtype, copy=False)))
-        return Evaluation(terms, Cotangents(nm=tuple(nm), mm=0.5 * (G_mm + G_mm.T), penalty=g_lam))
+        return Evaluation(terms, Cotangents(nm=tuple(nm), mm=0.5 * (G_mm + G_mm.T), penalty=g_lam,
+                                            log_penalty=g_log_lam))

@@ -7,8 +7,14 @@ decides per operation which of the two runs on NumPy data.
 How the loops are organised
 ---------------------------
 Rows of ``X`` are split into one contiguous chunk per Numba thread
-(``prange``).  A thread walks its rows and, for row ``i``, computes the whole
-row of scaled squared distances from coordinate differences,
+(``prange``).  Each loop is compiled twice (:class:`_ChunkLoop`): with
+``parallel=True``, used normally, and as a plain ``nogil`` loop, used in a
+forked child.  Numba's OpenMP threading layer is not fork-safe (a forked
+child that enters a ``prange`` loop is killed), so there the chunks run on
+nyhopt's own worker threads (:func:`nyhopt._parallel.map_chunks`), which
+are rebuilt after a fork.  A thread walks its rows and, for row ``i``,
+computes the whole row of scaled squared distances from coordinate
+differences,
 
 .. math:: s_{ij} = \\sum_k (X_{ik}/\\ell_k - Z_{jk}/\\ell_k)^2 ,
 
@@ -66,6 +72,7 @@ True
 from __future__ import annotations
 
 import math
+import types as pytypes
 
 import numba
 import numpy as np
@@ -75,6 +82,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from .._config import get_memory_budget
+from .._parallel import in_forked_child, map_chunks
 from ..kernels import KernelGrad
 from . import _reference
 
@@ -100,8 +108,12 @@ _LOOP = dict(cache=True, nogil=True, error_model="numpy", fastmath={"contract", 
 _PAR = dict(_LOOP, parallel=True)
 _EXACT = dict(cache=True, nogil=True, error_model="numpy", fastmath=False)
 
+#: Fewer kernel entries than this per task are not worth a hand-off to nyhopt's workers.
+_MIN_CHUNK_ENTRIES = 2**15
+
 _SQRT3 = math.sqrt(3.0)
 _SQRT5 = math.sqrt(5.0)
+_S_CAP = 1e6  # Matern: s clipped here (exp(-sqrt(3 s)) is 0 already), no inf * 0 (nyhopt.kernels.matern.S_CAP)
 
 
 # --------------------------------------------------------------------------- exp
@@ -174,6 +186,14 @@ def _sqdist_row(X, i, ell, Zt, s):
 
 
 @numba.njit(**_LOOP)
+def _cap_row(s):
+    """Clip ``s`` at ``_S_CAP`` in place (NaN stays NaN); a loop of its own keeps the profiles' loops as they were."""
+    for j in range(s.shape[0]):
+        if s[j] > _S_CAP:
+            s[j] = _S_CAP
+
+
+@numba.njit(**_LOOP)
 def _profile_row(kind, s):
     """Overwrite ``s`` with ``phi(s)`` for kernel code ``kind``."""
     m = s.shape[0]
@@ -184,10 +204,12 @@ def _profile_row(kind, s):
         for j in range(m):
             s[j] = _exp(-np.sqrt(s[j]))
     elif kind == 2:
+        _cap_row(s)
         for j in range(m):
             a = _SQRT3 * np.sqrt(s[j])
             s[j] = (1.0 + a) * _exp(-a)
     else:
+        _cap_row(s)
         for j in range(m):
             a = _SQRT5 * np.sqrt(s[j])
             s[j] = (1.0 + a + (5.0 / 3.0) * s[j]) * _exp(-a)
@@ -209,6 +231,7 @@ def _derivative_row(kind, s):
         for j in range(m):
             s[j] = -1.5 * _exp(-_SQRT3 * np.sqrt(s[j]))
     else:
+        _cap_row(s)
         for j in range(m):
             a = _SQRT5 * np.sqrt(s[j])
             s[j] = (-5.0 / 6.0) * (1.0 + a) * _exp(-a)
@@ -219,11 +242,22 @@ def _chunk(c, nch, n):
     return c * n // nch, (c + 1) * n // nch
 
 
-# ------------------------------------------------------------ parallel kernels
-@numba.njit(**_PAR)
-def _kernel_matrix(kind, X, ell, Zt, out, nch):
+# --------------------------------------- chunked kernels: chunks c0 <= c < c1 of nch
+class _ChunkLoop:
+    """A chunked loop compiled with ``prange`` on Numba's threading layer and as a plain loop."""
+
+    def __init__(self, fn):
+        plain = pytypes.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_plain", fn.__defaults__,
+                                     fn.__closure__)
+        plain.__qualname__ = fn.__qualname__ + "_plain"  # its own on-disk cache entry
+        self.threaded = numba.njit(**_PAR)(fn)
+        self.plain = numba.njit(**_LOOP)(plain)
+
+
+@_ChunkLoop
+def _kernel_matrix(kind, X, ell, Zt, out, nch, c0, c1):
     n, m = X.shape[0], Zt.shape[1]
-    for c in prange(nch):
+    for c in prange(c0, c1):
         lo, hi = _chunk(c, nch, n)
         s = np.empty(m)
         for i in range(lo, hi):
@@ -335,10 +369,10 @@ def _weighted_rows4(a, U, i, nr, s0, s1, s2, s3):
         _rank4_update(a, nu - 1, u0, u1, u2, u3, s0, s1, s2, s3)
 
 
-@numba.njit(**_PAR)
-def _kmv(kind, X, ell, Zt, Vt, out, nch):
+@_ChunkLoop
+def _kmv(kind, X, ell, Zt, Vt, out, nch, c0, c1):
     n, m, nv = X.shape[0], Zt.shape[1], Vt.shape[0]
-    for c in prange(nch):
+    for c in prange(c0, c1):
         lo, hi = _chunk(c, nch, n)
         s0, s1, s2, s3 = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
         for i in range(lo, hi, 4):
@@ -352,10 +386,10 @@ def _kmv(kind, X, ell, Zt, Vt, out, nch):
                 _store4(out, i, nv - 1, nr, t0, t1, t2, t3)
 
 
-@numba.njit(**_PAR)
-def _kmtv(kind, X, ell, Zt, U, acc, nch):
+@_ChunkLoop
+def _kmtv(kind, X, ell, Zt, U, acc, nch, c0, c1):
     n, m, nu = X.shape[0], Zt.shape[1], U.shape[1]
-    for c in prange(nch):
+    for c in prange(c0, c1):
         lo, hi = _chunk(c, nch, n)
         s0, s1, s2, s3 = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
         a = acc[c]
@@ -364,11 +398,11 @@ def _kmtv(kind, X, ell, Zt, U, acc, nch):
             _weighted_rows4(a, U, i, nr, s0, s1, s2, s3)
 
 
-@numba.njit(**_PAR)
-def _normal(kind, X, ell, Zt, Vt, U, acc, accu, kv, nch):
+@_ChunkLoop
+def _normal(kind, X, ell, Zt, Vt, U, acc, accu, kv, nch, c0, c1):
     n, m, nv, nu = X.shape[0], Zt.shape[1], Vt.shape[0], U.shape[1]
     store = kv.shape[0] > 0
-    for c in prange(nch):
+    for c in prange(c0, c1):
         lo, hi = _chunk(c, nch, n)
         s0, s1, s2, s3 = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
         a, au = acc[c], accu[c]
@@ -426,10 +460,10 @@ def _contract_row(X, i, ell, Zt, w, az, ae, gx, need_z, need_x):
             gx[i, k] = -g
 
 
-@numba.njit(**_PAR)
-def _adjoint_dense(kind, X, ell, Zt, G, az, ae, gx, need_z, need_x, nch):
+@_ChunkLoop
+def _adjoint_dense(kind, X, ell, Zt, G, az, ae, gx, need_z, need_x, nch, c0, c1):
     n, m = X.shape[0], Zt.shape[1]
-    for c in prange(nch):
+    for c in prange(c0, c1):
         lo, hi = _chunk(c, nch, n)
         w = np.empty(m)
         for i in range(lo, hi):
@@ -460,10 +494,10 @@ def _lowrank_row(P, i, Qt, g):
             g[j] += p0 * Qt[q, j] + p1 * Qt[q + 1, j]
 
 
-@numba.njit(**_PAR)
-def _adjoint_lowrank(kind, X, ell, Zt, P, Qt, az, ae, gx, need_z, need_x, nch):
+@_ChunkLoop
+def _adjoint_lowrank(kind, X, ell, Zt, P, Qt, az, ae, gx, need_z, need_x, nch, c0, c1):
     n, m, r = X.shape[0], Zt.shape[1], P.shape[1]
-    for c in prange(nch):
+    for c in prange(c0, c1):
         lo, hi = _chunk(c, nch, n)
         w = np.empty(m)
         g = np.empty(m)
@@ -494,6 +528,22 @@ def _n_chunks(n, per_chunk):
     return int(max(1, min(n, numba.get_num_threads(), fit)))
 
 
+def _chunked(loop, entries, *args):
+    """Run the :class:`_ChunkLoop` ``loop`` over all ``nch`` chunks (the last of ``args``).
+
+    ``entries`` is the number of kernel entries of the whole pass.  In a
+    forked child the chunks go to nyhopt's worker threads in groups of at
+    least ``_MIN_CHUNK_ENTRIES`` entries (the results do not depend on the
+    grouping: each chunk owns its rows and accumulators).
+    """
+    nch = args[-1]
+    if not in_forked_child():
+        loop.threaded(*args, 0, nch)
+        return
+    parts = int(max(1, min(nch, entries // _MIN_CHUNK_ENTRIES)))
+    map_chunks(lambda g: loop.plain(*args, nch * g // parts, nch * (g + 1) // parts), parts)
+
+
 def _t64(A):
     """``A.T`` as a C-contiguous float64 array."""
     return np.ascontiguousarray(np.asarray(A, dtype=np.float64).T)
@@ -515,7 +565,8 @@ def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False, out=None):
         return out
     if out is None or not out.flags.c_contiguous:
         out = np.empty((X.shape[0], Zt.shape[1]), dtype=X.dtype)
-    _kernel_matrix(code, X, ell_full, Zt, out, _n_chunks(X.shape[0], Zt.shape[1]))
+    nch = _n_chunks(X.shape[0], Zt.shape[1])
+    _chunked(_kernel_matrix, out.size, code, X, ell_full, Zt, out, nch)
     return out
 
 
@@ -525,7 +576,8 @@ def kmv(kernel, X, Z, V, ell, xp):
     if code is None:
         return _reference.kmv(kernel, X, Z, V, ell, xp)
     out = np.empty((X.shape[0], V.shape[1]), dtype=X.dtype)
-    _kmv(code, X, ell_full, Zt, _t64(V), out, _n_chunks(X.shape[0], 4 * Zt.shape[1]))
+    nch = _n_chunks(X.shape[0], 4 * Zt.shape[1])
+    _chunked(_kmv, X.shape[0] * Zt.shape[1], code, X, ell_full, Zt, _t64(V), out, nch)
     return out
 
 
@@ -536,7 +588,7 @@ def kmtv(kernel, X, Z, U, ell, xp):
         return _reference.kmtv(kernel, X, Z, U, ell, xp)
     nch = _n_chunks(X.shape[0], (U.shape[1] + 4) * Zt.shape[1])
     acc = np.zeros((nch, U.shape[1], Zt.shape[1]))
-    _kmtv(code, X, ell_full, Zt, np.ascontiguousarray(U), acc, nch)
+    _chunked(_kmtv, X.shape[0] * Zt.shape[1], code, X, ell_full, Zt, np.ascontiguousarray(U), acc, nch)
     return acc.sum(axis=0).T.astype(X.dtype)
 
 
@@ -554,7 +606,7 @@ def normal_matvec(kernel, X, Z, V, ell, xp, U=None, kv=False):
     acc = np.zeros((nch, V.shape[1], m))
     accu = np.zeros((nch, Uc.shape[1], m))
     KV = np.empty((X.shape[0] if kv else 0, V.shape[1]), dtype=X.dtype)
-    _normal(code, X, ell_full, Zt, _t64(V), Uc, acc, accu, KV, nch)
+    _chunked(_normal, X.shape[0] * m, code, X, ell_full, Zt, _t64(V), Uc, acc, accu, KV, nch)
     out = acc.sum(axis=0).T.astype(X.dtype)
     res = (out, None if U is None else accu.sum(axis=0).T.astype(X.dtype))
     return res + (KV,) if kv else res
@@ -599,7 +651,7 @@ def adjoint_dense(kernel, X, Z, G, ell, xp, wrt=("lengthscale", "centers")):
     G = np.ascontiguousarray(G)
 
     def run(*acc):
-        _adjoint_dense(code, X, ell_full, Zt, G, *acc)
+        _chunked(_adjoint_dense, G.size, code, X, ell_full, Zt, G, *acc)
 
     return _adjoint(run, X, Zt, ell, ell_full, flags)
 
@@ -618,6 +670,6 @@ def adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=("lengthscale", "centers"))
     Qt = _t64(Q)
 
     def run(*acc):
-        _adjoint_lowrank(code, X, ell_full, Zt, P, Qt, *acc)
+        _chunked(_adjoint_lowrank, X.shape[0] * Zt.shape[1], code, X, ell_full, Zt, P, Qt, *acc)
 
     return _adjoint(run, X, Zt, ell, ell_full, flags)

@@ -40,7 +40,15 @@ def sqdist(Xs, Zs, xp, exact=False, zz=None):
 
     ``exact=True`` sums coordinate differences (exact zeros for coincident
     points); otherwise ``|x|^2 + |z|^2 - 2 x.z`` with one GEMM, clipped at 0.
+    When a squared norm overflows (``|x| > ~1e154`` in float64), the GEMM form
+    would give ``inf - inf = NaN``: the differences are summed instead (an
+    overflowing distance is then ``inf``, and the kernel value 0).
     """
+    if not exact:
+        if zz is None:
+            zz = xp.sum(Zs * Zs, axis=1)
+        xx = xp.sum(Xs * Xs, axis=1)
+        exact = not bool(xp.isfinite(xx.sum() + zz.sum()))
     if exact:
         s = xp.zeros((Xs.shape[0], Zs.shape[0]), dtype=Xs.dtype)
         for j in range(Xs.shape[1]):
@@ -48,11 +56,9 @@ def sqdist(Xs, Zs, xp, exact=False, zz=None):
             diff *= diff
             s += diff
         return s
-    if zz is None:
-        zz = xp.sum(Zs * Zs, axis=1)
     s = Xs @ Zs.T
     s *= -2
-    s += xp.sum(Xs * Xs, axis=1)[:, None]
+    s += xx[:, None]
     s += zz[None, :]
     return xp.maximum(s, 0, out=s)
 

@@ -15,6 +15,7 @@ import numbers
 import numpy as np
 
 from .._centers import as_generator
+from .._scaling import pow2_scale
 from ..backend import get_namespace
 
 __all__ = ["median_heuristic", "initial_centers"]
@@ -36,7 +37,14 @@ def median_heuristic(X, max_samples: int = 1000, random_state=0) -> float:
     -------
     float
         :math:`\operatorname{median}_{i<j}\|x_i - x_j\|_2` (over the subset),
-        or 1.0 when that median is 0 (e.g. mostly repeated rows).
+        or 1.0 when that median is 0 (e.g. mostly repeated rows).  Computed on
+        ``X / 2^e`` with ``2^e`` near :math:`\max|X|` (exact), so huge finite
+        values do not overflow the squared distances.
+
+    Raises
+    ------
+    ValueError
+        If the median distance itself exceeds the float64 range.
 
     Examples
     --------
@@ -52,6 +60,9 @@ def median_heuristic(X, max_samples: int = 1000, random_state=0) -> float:
         idx = np.sort(as_generator(random_state).choice(n, size=max_samples, replace=False))
         X = X[xp.asarray(idx)]
     A = xp.asarray(X, dtype=xp.float64)
+    s = float(pow2_scale(float(xp.max(xp.abs(A)))))
+    if s != 1.0:
+        A = A / s
     if xp is np:
         from scipy.spatial.distance import pdist
 
@@ -64,6 +75,10 @@ def median_heuristic(X, max_samples: int = 1000, random_state=0) -> float:
             sq += diff * diff
         iu = xp.triu_indices(A.shape[0], k=1)
         med = float(xp.median(xp.sqrt(sq[iu])))
+    med *= s
+    if not np.isfinite(med):
+        raise ValueError("X: the median pairwise distance (median heuristic for the initial lengthscale) "
+                         "exceeds the float64 range; standardize X or pass lengthscale")
     return med if med > 0 else 1.0
 
 

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._scaling import column_mean_std, standardize as _standardize
 from .._validation import check_targets
 from ..backend import get_namespace, to_numpy
 
@@ -118,11 +119,9 @@ def encode_targets(y, task, n, xp, dtype, standardize=True) -> TargetEncoding:
         Y, was_1d = check_targets(y, "y", n, xp, dtype=dtype)
         p = Y.shape[1]
         if standardize:
-            Y64 = Y.astype(xp.float64)
-            mean = to_numpy(Y64.mean(axis=0)).astype(np.float64)
-            scale = to_numpy(Y64.std(axis=0)).astype(np.float64)
+            mean, scale = column_mean_std(Y, xp)  # no overflow for huge finite targets
             scale = np.where(scale > 0, scale, 1.0)
-            Y = ((Y64 - xp.asarray(mean)) / xp.asarray(scale)).astype(dtype)
+            Y = _standardize(Y.astype(xp.float64), mean, scale, xp).astype(dtype)
         else:
             mean, scale = np.zeros(p), np.ones(p)
         return TargetEncoding("regression", Y, was_1d, mean, scale, None)

@@ -24,8 +24,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import check_matrix
-from ..backend import get_namespace
+from .._validation import check_labels, check_lengthscale, check_matrix, check_real
+from ..backend import as_native, get_namespace
+from ..distributed._detect import any_dask_array, refuse_dask_objective
 from ..kernels import Kernel, make_kernel
 from ..params import Params
 from . import adam
@@ -149,8 +150,7 @@ def _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, xp):
     if lengthscale is None:
         ell = np.array([median_heuristic(X, random_state=rng)])
     else:
-        ell = np.asarray(lengthscale.get() if hasattr(lengthscale, "get") else lengthscale, dtype=np.float64)
-        ell = ell.reshape(-1)
+        ell = check_lengthscale(lengthscale)
         if ell.size not in (1, d):
             raise ValueError(f"lengthscale has {ell.size} entries but X has {d} features")
     if ard and ell.size == 1:
@@ -159,7 +159,7 @@ def _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, xp):
         raise ValueError("ard=False means one lengthscale shared by all features; give a scalar lengthscale")
     if isinstance(centers, numbers.Integral) and not isinstance(centers, bool):
         Z = initial_centers(X, int(centers), rng)
-    elif isinstance(centers, (bool, str, float)) or centers is None:
+    elif isinstance(centers, (bool, np.bool_, str, float)) or centers is None:
         raise TypeError(f"centers must be an int or an array of shape (m, {d}), got {centers!r}")
     else:
         get_namespace(X, centers)  # TypeError when host and device are mixed
@@ -335,9 +335,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     epochs = _check_int(epochs, "epochs", 0)
     if patience is not None:
         patience = _check_int(patience, "patience", 1)
-    min_delta = float(min_delta)
-    if not (math.isfinite(min_delta) and min_delta >= 0):
-        raise ValueError(f"min_delta must be a finite number >= 0, got {min_delta!r}")
+    min_delta = check_real(min_delta, "min_delta", low=0.0)
     adam._check_hyper(lr, b1, b2, eps)
     freeze = _check_freeze(freeze)
     dtype = _check_dtype(dtype)
@@ -345,13 +343,17 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         raise TypeError(f"callback must be callable, got {callback!r}")
     if not isinstance(objective, str):
         raise TypeError(f"objective must be a name (str), got {type(objective).__name__}")
+    if any_dask_array(X, y):
+        refuse_dask_objective(objective)
     if not isinstance(kernel, (str, Kernel)):
         raise TypeError(f"kernel must be a name or a Kernel instance, got {kernel!r}")
     if objective_options is not None and not isinstance(objective_options, dict):
         raise TypeError(f"objective_options must be a dict, got {type(objective_options).__name__}")
 
     rng = as_generator(random_state)
+    X, y = as_native(X, "X"), as_native(y, "y")
     xp = get_namespace(X, y if hasattr(y, "shape") else None)
+    y = check_labels(y, "y")  # before any work: mixed label types fail here, not after tuning
     X = check_matrix(X, "X", xp, dtype=dtype, min_rows=2)
     dtype = X.dtype
     task = resolve_task(y, task)
@@ -361,7 +363,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         if isinstance(validation, numbers.Real) and not isinstance(validation, bool):
             X, y, X_val, y_val = _split_validation(X, y, float(validation), rng, xp)
         elif isinstance(validation, (tuple, list)) and len(validation) == 2:
-            X_val, y_val = validation
+            X_val, y_val = as_native(validation[0], "validation X"), as_native(validation[1], "validation y")
             get_namespace(X, X_val)
             X_val = check_matrix(X_val, "validation X", xp, dtype=dtype, n_features=X.shape[1])
             if len(y_val) != X_val.shape[0]:

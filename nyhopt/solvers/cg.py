@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._validation import check_real
 from ..backend import get_namespace
 
 __all__ = ["CGResult", "conjugate_gradient"]
@@ -121,10 +122,8 @@ def conjugate_gradient(matvec, b, x0=None, precond=None, tol=1e-7, maxiter=100, 
     """
     if xp is None:
         xp = get_namespace(b)
-    tol = float(tol)
-    if not np.isfinite(tol) or tol < 0:
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
-    if isinstance(maxiter, bool) or int(maxiter) != maxiter or maxiter < 0:
+    tol = check_real(tol, "tol", low=0.0)
+    if isinstance(maxiter, (bool, np.bool_)) or int(maxiter) != maxiter or maxiter < 0:
         raise ValueError(f"maxiter must be an integer >= 0, got {maxiter!r}")
     maxiter = int(maxiter)
 

@@ -36,9 +36,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import check_matrix, check_positive, check_targets
+from .._validation import check_matrix, check_positive, check_real, check_targets
 from .._threads import cpu_threads
 from ..backend import get_namespace
+from ..distributed._detect import is_dask_array
 from ..ops import kernel_matrix, kmtv, normal_matvec
 from ._jitter import jitter
 from ._linalg import add_to_diagonal, cholesky_upper, solve_triangular
@@ -168,9 +169,7 @@ class FalkonPreconditioner:
 
 
 def _check_iter_args(tol, maxiter):
-    tol = float(tol)
-    if not np.isfinite(tol) or tol < 0:
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    tol = check_real(tol, "tol", low=0.0)
     if isinstance(maxiter, bool) or not isinstance(maxiter, (int, np.integer)) or maxiter < 0:
         raise ValueError(f"maxiter must be an integer >= 0, got {maxiter!r}")
     return tol, int(maxiter)
@@ -242,6 +241,11 @@ def falkon_solve(kernel, X, Z, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None,
     >>> res.alpha.shape, res.cg.converged
     ((20, 1), True)
     """
+    if is_dask_array(X) or is_dask_array(Y):
+        from ..distributed.falkon import falkon_solve_dask
+
+        return falkon_solve_dask(kernel, X, Z, Y, penalty, tol=tol, maxiter=maxiter, beta0=beta0,
+                                 precond=precond, rhs=rhs, warn=warn)
     xp = get_namespace(X, Z, Y, beta0, rhs)
     if cache is None:
         with cpu_threads("numba", xp):  # the passes over the data dominate: Numba owns the cores
@@ -285,6 +289,15 @@ def _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, w
         raise ValueError(f"cache holds a {tuple(cache.shape)} kernel matrix, expected {(n, m)}")
     normal = (lambda V, U: normal_matvec(kernel, X, Z, V, U)) if cache is None else cache.normal_matvec
     kmtv_ = (lambda U: kmtv(kernel, X, Z, U)) if cache is None else cache.kmtv
+    return _falkon_cg(normal, kmtv_, Y, precond, n, dt, penalty, tol, maxiter, beta0, rhs, warn, xp)
+
+
+def _falkon_cg(normal, kmtv_, Y, precond, n, dt, penalty, tol, maxiter, beta0, rhs, warn, xp):
+    """Falkon's CG on the driver over the passes ``normal(V, U)`` and ``kmtv_(U)``.
+
+    ``Y`` is only handed to those two, so another data layout (a Dask cluster,
+    :mod:`nyhopt.distributed.falkon`) can supply them; the rest runs here, in float64.
+    """
 
     def W_and_rhs(Vw, U=None):
         """W Vw (and K^T U in the same pass), float64; A^{-1} Vw is solved once."""
@@ -319,7 +332,7 @@ def _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, w
             f"Falkon CG stopped at {why} after {cg.iterations} iterations (maxiter={maxiter}) with "
             f"relative residual {cg.residual_norms[-1]:.3g} > tol={tol:.3g}; increase maxiter or tol",
             ConvergenceWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     alpha = precond.apply(cg.x)
     return FalkonResult(alpha, cg.x, cg)

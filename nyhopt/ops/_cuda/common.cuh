@@ -10,6 +10,8 @@
 //     3 matern52   phi = (1 + sqrt5 r + 5s/3) exp(-sqrt5 r)
 //                                                     phi' = -5/6 (1 + sqrt5 r) exp(-sqrt5 r)
 // T is float or double; arithmetic runs in T, cross-thread sums in double.
+// Matern: s is clipped at S_CAP (exp(-sqrt(3 s)) is already 0 there) so that an
+// overflowing distance gives 0, not inf * 0 = NaN (nyhopt.kernels.matern.S_CAP).
 #pragma once
 
 namespace nh {
@@ -19,6 +21,10 @@ __device__ __forceinline__ double exp_(double x) { return exp(x); }
 __device__ __forceinline__ float sqrt_(float x) { return sqrtf(x); }
 __device__ __forceinline__ double sqrt_(double x) { return sqrt(x); }
 
+// min(s, 1e6) that keeps NaN (a comparison with NaN is false).
+template <typename T>
+__device__ __forceinline__ T cap_(T s) { return s > T(1e6) ? T(1e6) : s; }
+
 template <typename T, int KIND>
 __device__ __forceinline__ T profile(T s) {
     static_assert(KIND >= 0 && KIND <= 3, "unknown kernel kind");
@@ -27,11 +33,12 @@ __device__ __forceinline__ T profile(T s) {
     } else if constexpr (KIND == 1) {
         return exp_(-sqrt_(s));
     } else if constexpr (KIND == 2) {
-        const T a = T(1.7320508075688772) * sqrt_(s);
+        const T a = T(1.7320508075688772) * sqrt_(cap_(s));
         return (T(1) + a) * exp_(-a);
     } else {
-        const T a = T(2.23606797749979) * sqrt_(s);
-        return (T(1) + a + T(5.0 / 3.0) * s) * exp_(-a);
+        const T sc = cap_(s);
+        const T a = T(2.23606797749979) * sqrt_(sc);
+        return (T(1) + a + T(5.0 / 3.0) * sc) * exp_(-a);
     }
 }
 
@@ -46,7 +53,7 @@ __device__ __forceinline__ T derivative(T s) {
     } else if constexpr (KIND == 2) {
         return T(-1.5) * exp_(T(-1.7320508075688772) * sqrt_(s));
     } else {
-        const T a = T(2.23606797749979) * sqrt_(s);
+        const T a = T(2.23606797749979) * sqrt_(cap_(s));
         return T(-5.0 / 6.0) * (T(1) + a) * exp_(-a);
     }
 }

@@ -1,0 +1,144 @@
+"""What ``nyhopt info`` reports: versions, the device, the CUDA compiler, the thread settings.
+
+The first thing to paste into a bug report.  Every probe is guarded: a missing package, a
+machine without a GPU or without NVRTC gives a line that says so, never an exception.
+
+Examples
+--------
+>>> from nyhopt._info import gather, format_text
+>>> info = gather(compile_cuda=False)
+>>> info["nyhopt"] == __import__("nyhopt").__version__
+True
+>>> format_text({"python": "3.11.2", "cupy": None})
+'python: 3.11.2\\ncupy: not installed'
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import platform
+
+__all__ = ["gather", "format_text"]
+
+#: Packages reported by version (``None`` when not installed), besides Python and nyhopt.
+PACKAGES = ("numpy", "scipy", "numba", "cupy", "scikit-learn", "pooch", "threadpoolctl")
+
+_DISTRIBUTIONS = {"cupy": ("cupy", "cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x")}
+
+
+def _first_line(exc) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _version(name):
+    """Installed version of ``name``, ``None`` when absent (read from metadata: imports nothing)."""
+    for dist in _DISTRIBUTIONS.get(name, (name,)):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _device(cupy_installed):
+    """``"<name>, <memory> GiB (CUDA device 0 of N)"``, or ``"none"`` with the reason."""
+    if not cupy_installed:
+        return "none (CuPy is not installed)"
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+        if count < 1:
+            return "none (CuPy sees no CUDA device)"
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        gib = props["totalGlobalMem"] / 2**30
+        return f"{name}, {gib:.1f} GiB (CUDA device 0 of {count})"
+    except Exception as exc:  # no driver, no device, broken install
+        return f"none ({_first_line(exc)})"
+
+
+def _cuda_compile():
+    """``"ok"`` when NVRTC compiles every CUDA source of nyhopt, else the first line of the error."""
+    try:
+        from .ops import _cuda_compile as cc
+
+        for source in sorted(cc.SOURCES):
+            cc.nvrtc_compile(cc.read_source(source), cc.name_expressions(source, "float64"))
+        return "ok"
+    except Exception as exc:  # no CuPy, no NVRTC, or a broken source
+        return _first_line(exc)
+
+
+def _threads():
+    out = {}
+    try:
+        import numba
+
+        out["numba_threads"] = numba.get_num_threads()
+        try:
+            out["numba_threading_layer"] = numba.threading_layer()
+        except ValueError:  # no parallel function has run yet: the layer is chosen at first use
+            out["numba_threading_layer"] = f"not chosen yet (config: {numba.config.THREADING_LAYER})"
+    except Exception as exc:
+        out["numba_threads"] = _first_line(exc)
+    try:
+        from threadpoolctl import threadpool_info
+
+        pools = [f"{p.get('internal_api')} {p.get('version') or ''} ({p.get('num_threads')} threads, "
+                 f"{p.get('threading_layer', 'n/a')})".replace("  ", " ")
+                 for p in threadpool_info() if p.get("user_api") == "blas"]
+        out["blas"] = "; ".join(pools) or "none found"
+    except ImportError:
+        out["blas"] = "unknown (threadpoolctl is not installed)"
+    except Exception as exc:
+        out["blas"] = _first_line(exc)
+    return out
+
+
+def _nyhopt_config():
+    import os
+
+    from . import get_memory_budget
+    from ._threads import pool_workers
+
+    out = {"memory_budget_bytes": get_memory_budget()}
+    try:
+        out["pool_workers"] = pool_workers()
+    except Exception as exc:
+        out["pool_workers"] = _first_line(exc)
+    out["thread_policy"] = "off" if os.environ.get("NYHOPT_THREAD_POLICY", "1") == "0" else "on"
+    return out
+
+
+def gather(compile_cuda=True) -> dict:
+    """Collect the report.
+
+    Parameters
+    ----------
+    compile_cuda : bool, default True
+        Try to compile nyhopt's CUDA sources with NVRTC (a few seconds); False reports
+        ``"not checked"``.
+
+    Returns
+    -------
+    dict
+        Flat mapping of item to value (str, int or ``None`` for a package that is not installed).
+    """
+    from . import __version__
+
+    info = {"python": f"{platform.python_version()} ({platform.python_implementation()}, {platform.platform()})",
+            "nyhopt": __version__}
+    for name in PACKAGES:
+        info[name] = _version(name)
+    info["device"] = _device(info["cupy"] is not None)
+    info["cuda_compile"] = _cuda_compile() if compile_cuda else "not checked"
+    info.update(_threads())
+    info.update(_nyhopt_config())
+    return info
+
+
+def format_text(info) -> str:
+    """One ``item: value`` per line; ``None`` reads "not installed"."""
+    return "\n".join(f"{key}: {'not installed' if value is None else value}" for key, value in info.items())

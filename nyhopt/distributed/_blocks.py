@@ -1,0 +1,75 @@
+"""Functions that run on the workers, one row block at a time.
+
+Each calls nyhopt's single-machine :mod:`nyhopt.ops` on its block (the same
+Numba or CuPy code as one process) and returns float64 host partials.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ops
+from .._validation import check_matrix, check_targets
+from ..backend import get_namespace, to_numpy
+
+__all__ = ["prepare_block", "block_normal", "block_kmtv", "block_kmv", "block_moments", "block_scale_targets"]
+
+
+def _host64(a):
+    return np.asarray(to_numpy(a), dtype=np.float64)
+
+
+def _local(block, shared):
+    """The block's ``X``, ``Y``, its array module, and the shared ``(kernel, Z)`` in X's dtype/module."""
+    X, Y = block
+    kernel, Z = shared
+    xp = get_namespace(X)
+    return X, Y, xp, kernel, xp.asarray(Z, dtype=X.dtype)
+
+
+def prepare_block(X, y, index, dtype):
+    """Validate one row block and hold it as ``(X, Y)``; ``Y`` is (rows, p) in ``dtype`` or None."""
+    xp = get_namespace(X, y)
+    X = check_matrix(X, f"X (row block {index})", xp, dtype=dtype)
+    Y = None
+    if y is not None:
+        Y, _ = check_targets(y, f"y (row block {index})", X.shape[0], xp, dtype=dtype)
+    return (X, Y)
+
+
+def block_normal(block, shared, V, use_y, kv):
+    """Partial ``(K^T K V, K^T Y or None)`` of one block, plus ``K V`` (kept on the worker) when ``kv``."""
+    X, Y, xp, kernel, Z = _local(block, shared)
+    res = ops.normal_matvec(kernel, X, Z, xp.asarray(V, dtype=X.dtype), Y if use_y else None, kv=kv)
+    partial = (_host64(res[0]), _host64(res[1]) if use_y else None)
+    return (partial, res[2]) if kv else partial
+
+
+def block_kmtv(block, shared, U=None):
+    """Partial ``(K^T U,)`` of one block; ``U`` is the block's targets when None."""
+    X, Y, xp, kernel, Z = _local(block, shared)
+    return (_host64(ops.kmtv(kernel, X, Z, Y if U is None else U)),)
+
+
+def block_kmv(block, shared, V):
+    """``K V`` of one block (stays on the worker)."""
+    X, _, xp, kernel, Z = _local(block, shared)
+    return ops.kmv(kernel, X, Z, xp.asarray(V, dtype=X.dtype))
+
+
+def block_moments(block, center):
+    """Partial ``(sum (Y - center), sum (Y - center)^2)`` per target column, float64."""
+    Y = block[1].astype(np.float64) - get_namespace(block[1]).asarray(center)
+    return (_host64(Y.sum(axis=0)), _host64((Y * Y).sum(axis=0)))
+
+
+def block_scale_targets(block, mean, scale):
+    """The block with targets ``(Y - mean) / scale`` (same dtype); ``X`` is not copied."""
+    X, Y = block
+    xp = get_namespace(Y)
+    Y64 = Y.astype(np.float64)
+    return (X, ((Y64 - xp.asarray(mean)) / xp.asarray(scale)).astype(Y.dtype))
+
+
+def take(pair, i):
+    """Item ``i`` of a task's tuple result (runs where the result is)."""
+    return pair[i]

@@ -1,0 +1,45 @@
+"""Recognize dask arrays without importing dask."""
+from __future__ import annotations
+
+__all__ = ["is_dask_array", "any_dask_array", "refuse_dask_objective"]
+
+
+def is_dask_array(a) -> bool:
+    """True if ``a`` is a ``dask.array.Array`` (checked by type, dask is never imported).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> is_dask_array(np.ones(3))
+    False
+    """
+    cls = type(a)
+    return cls.__name__ == "Array" and cls.__module__.split(".")[0] == "dask"
+
+
+def any_dask_array(*arrays) -> bool:
+    """True if any of ``arrays`` is a dask array."""
+    return any(is_dask_array(a) for a in arrays)
+
+
+def refuse_dask_objective(name):
+    """Raise the error for an objective given dask arrays (no objective runs on them yet).
+
+    Raises
+    ------
+    ValueError
+        For the exact objectives, which need ``n x m`` work on one machine; the
+        message names "stoch-prop", the one meant for a cluster.
+    NotImplementedError
+        For "stoch-prop", whose distributed version is not built yet.
+    """
+    key = str(name).strip().lower().replace("_", "-")
+    if key == "stoch-prop":
+        raise NotImplementedError(
+            "objective 'stoch-prop' on dask arrays is not built yet (issue #12); for now tune on a sample "
+            "held in memory, then fit NystromKRR(solver='falkon') on the dask arrays"
+        )
+    raise ValueError(
+        f"objective {name!r} is exact (O(n m^2) work on one machine) and does not take dask arrays; "
+        "the objective for data on a cluster is 'stoch-prop'"
+    )

@@ -1,0 +1,97 @@
+"""``NystromKRR.fit`` and ``predict`` on dask arrays (called by :mod:`nyhopt.estimator`).
+
+``fit`` persists ``X`` and ``y`` on the workers by row blocks and solves with
+Falkon, the CG loop on the driver (:mod:`nyhopt.distributed.falkon`); the
+fitted attributes are NumPy arrays on the driver.  ``predict`` returns a dask
+array computed block by block with ``map_blocks`` (NumPy or CuPy chunks, like
+the input).
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .. import ops
+from .._centers import select_centers
+from .._validation import check_matrix
+from ..backend import get_namespace, to_numpy
+from ..estimator import _check_fitted
+from ..solvers import ConvergenceWarning
+from ._detect import is_dask_array
+from .falkon import falkon_solve_sharded
+from .sharded import ShardedData, _check_dask_matrix
+
+__all__ = ["fit_dask", "predict_dask"]
+
+
+def fit_dask(est, X, y, client=None):
+    """Fit a :class:`~nyhopt.NystromKRR` on dask arrays (solver "falkon" only); returns ``est``."""
+    solver, penalty, tol, maxiter, kernel = est._check_params()
+    if solver != "falkon":
+        raise ValueError(
+            f"solver={solver!r} does not take dask arrays (it forms n x m matrices on one machine); "
+            "use solver='falkon'"
+        )
+    if not is_dask_array(X):
+        raise TypeError("y is a dask array but X is not; pass X as a dask array too")
+    if y is None:
+        raise ValueError("y is None; this estimator requires y to be passed, but the target y is None")
+    data = ShardedData(X, y, client=client)
+    try:
+        kernel.lengthscale_array(data.d)
+        Z = select_centers(X, est.centers, est.random_state, np)
+        Z = to_numpy(Z.compute() if is_dask_array(Z) else Z)
+        Z = check_matrix(Z, "centers", np, dtype=data.dtype, n_features=data.d)
+        mean, scale = np.zeros(data.p), np.ones(data.p)
+        if getattr(est, "normalize_y", False):
+            mean, std = data.target_moments()
+            scale = np.where(std > 0, std, 1.0)
+            data = data.scale_targets(mean, scale)
+        record = falkon_solve_sharded(kernel, data, Z, penalty, tol=tol, maxiter=maxiter, warn=False)
+    finally:
+        data.release()
+    if not record.cg.converged:
+        warnings.warn(
+            f"{type(est).__name__}: Falkon CG stopped after {record.cg.iterations} iterations "
+            f"with relative residual {record.cg.residual_norms[-1]:.3g} above tol={tol:.3g}; "
+            "increase maxiter (see converged_ and solve_)",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    est.kernel_, est.centers_, est.solve_, est.converged_ = kernel, Z, record, record.cg.converged
+    est.n_features_in_ = data.d
+    if hasattr(est, "_check_feature_names"):
+        est._check_feature_names(None, reset=True)  # a dask array has no feature names
+    est.alpha_ = record.alpha[:, 0] if np.ndim(y) == 1 else record.alpha
+    est.y_mean_, est.y_scale_ = mean, scale
+    return est
+
+
+def _predict_block(Xb, kernel, Z, alpha, mean, scale):
+    xp = get_namespace(Xb)
+    Xb = check_matrix(Xb, "X", xp)
+    f = ops.kmv(kernel, Xb, xp.asarray(Z, dtype=Xb.dtype), xp.asarray(alpha))
+    if mean is None:
+        return f
+    if f.ndim == 1:
+        return f * f.dtype.type(scale[0]) + f.dtype.type(mean[0])
+    return f * xp.asarray(scale, dtype=f.dtype) + xp.asarray(mean, dtype=f.dtype)
+
+
+def predict_dask(est, X):
+    """Predictions of a fitted :class:`~nyhopt.NystromKRR` for a dask ``X``: a dask array."""
+    _check_fitted(est)
+    _check_dask_matrix(X)
+    if X.shape[1] != est.n_features_in_:
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {type(est).__name__} is expecting {est.n_features_in_} features as input"
+        )
+    alpha = to_numpy(est.alpha_)
+    dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+    norm = (est.y_mean_, est.y_scale_) if getattr(est, "normalize_y", False) else (None, None)
+    args = (est.kernel_, to_numpy(est.centers_), alpha, *norm)
+    meta = X._meta.astype(dtype)  # an empty array of the chunks' type (NumPy or CuPy)
+    if alpha.ndim == 1:
+        return X.map_blocks(_predict_block, *args, drop_axis=1, dtype=dtype, meta=meta.reshape(0))
+    return X.map_blocks(_predict_block, *args, chunks=(X.chunks[0], (alpha.shape[1],)), dtype=dtype, meta=meta)

@@ -1,0 +1,322 @@
+r"""Row-sharded training data on a Dask cluster and the block products over it.
+
+:class:`ShardedData` persists ``X`` (and ``y``) once on the workers, one
+future per row block holding the validated pair ``(X_i, Y_i)``.  Every later
+task that reads a block is pinned to the worker holding it, so the data never
+move again; only the small operands travel:
+
+* ``(kernel, Z)`` (``m x d``) is broadcast once to every worker per
+  :meth:`ShardedData.bind`; ``V`` (``m x k``) travels once per pass, inside
+  each task when small (:data:`INLINE_BYTES`), else broadcast;
+* each block returns a float64 ``m x k`` partial, summed by a
+  :class:`~nyhopt.distributed.reducer.Reducer` (a Dask tree by default);
+* ``n``-sized results (``K V``) stay on the workers as a dask array.
+
+If a worker is lost during a pass, its blocks are recomputed by Dask from
+the graph of the input and the pass is run again (at most ``retries``
+times), so the result is the same.
+"""
+from __future__ import annotations
+
+import math
+import dask
+import dask.array as da
+import distributed
+import numpy as np
+
+from ..kernels import Kernel
+from . import _blocks
+from ._detect import is_dask_array
+from .reducer import DaskTreeReducer, Reducer
+
+__all__ = ["ShardedData", "ShardedKernel", "TARGETS", "resolve_client"]
+
+#: Operands up to this size travel inside each task (one round trip less than a broadcast).
+INLINE_BYTES = 256 * 1024
+
+
+class _Targets:
+    """Marker for "the targets persisted with the data" where an ``n``-sized operand is expected."""
+
+    def __repr__(self):
+        return "TARGETS"
+
+
+#: Pass as ``U`` to the products of :class:`ShardedKernel` to mean the persisted targets.
+TARGETS = _Targets()
+
+
+def resolve_client(client=None):
+    """The given client, or the current one, checked to be running.
+
+    Raises
+    ------
+    TypeError
+        ``client`` is not a ``distributed.Client``.
+    ValueError
+        No client exists, or the client is closed.
+    """
+    if client is None:
+        try:
+            client = distributed.default_client()
+        except ValueError:
+            raise ValueError(
+                "dask arrays need a Dask client: start one (distributed.Client(...)) or pass client="
+            ) from None
+    if not isinstance(client, distributed.Client):
+        raise TypeError(f"client must be a distributed.Client, got {type(client).__name__}")
+    if client.status != "running":
+        raise ValueError(f"the Dask client is closed (status {client.status!r}); pass a running client")
+    return client
+
+
+def _check_dask_matrix(X):
+    if not is_dask_array(X):
+        raise TypeError(f"X must be a dask array (y is one, or data are sharded), got {type(X).__name__}")
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if any(math.isnan(s) for s in X.shape) or any(math.isnan(c) for c in X.chunks[0]):
+        raise ValueError("X has unknown chunk sizes; call X.compute_chunk_sizes() first")
+    if X.numblocks[1] != 1:
+        raise ValueError(
+            f"X is chunked along its columns (column chunks {X.chunks[1]}); nyhopt shards by rows only: "
+            "use X.rechunk({1: -1})"
+        )
+    if X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X must have at least one row and one column, got shape {X.shape}")
+    if X.dtype.kind not in "biuf":
+        raise TypeError(f"X must hold real numbers, got dtype {X.dtype}")
+
+
+def _check_dask_targets(y, X):
+    if not is_dask_array(y):
+        y = np.asarray(y)
+        if y.ndim not in (1, 2) or y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must have shape ({X.shape[0]},) or ({X.shape[0]}, p), got {y.shape}")
+        return da.from_array(y, chunks=(X.chunks[0],) + ((y.shape[1],) if y.ndim == 2 else ()))
+    if y.ndim not in (1, 2):
+        raise ValueError(f"y must be 1-D (n,) or 2-D (n, p), got shape {y.shape}")
+    if y.shape[0] != X.shape[0]:
+        raise ValueError(f"y has {y.shape[0]} rows but X has {X.shape[0]}")
+    if y.chunks[0] != X.chunks[0]:
+        raise ValueError(
+            f"the row chunks of y {y.chunks[0]} differ from those of X {X.chunks[0]}; "
+            "use y.rechunk({0: X.chunks[0]})"
+        )
+    if y.ndim == 2 and y.numblocks[1] != 1:
+        raise ValueError("y is chunked along its columns; use y.rechunk({1: -1})")
+    if y.dtype.kind not in "biuf":
+        raise TypeError(f"y must hold real numbers, got dtype {y.dtype}")
+    return y
+
+
+class ShardedData:
+    """``X`` (and ``y``) persisted by row blocks on the workers of a Dask cluster.
+
+    Parameters
+    ----------
+    X : dask.array.Array, shape (n, d)
+        Training inputs with NumPy or CuPy chunks, chunked by rows only.
+    y : dask.array.Array or array, shape (n,) or (n, p), optional
+        Targets with the same row chunks as ``X`` (a NumPy ``y`` is chunked like ``X``).
+    client : distributed.Client, optional
+        Defaults to the current client.
+    reducer : Reducer, optional
+        Defaults to :class:`~nyhopt.distributed.reducer.DaskTreeReducer`.
+    retries : int, default 2
+        Times a pass is run again after a worker was lost during it.
+
+    Attributes
+    ----------
+    n, d, p : int
+        Rows, features and target columns (``p = 0`` without targets).
+    dtype : numpy.dtype
+        float32 or float64 (integers become float64), as in the single-process path.
+    row_chunks : tuple of int
+    blocks : list of distributed.Future
+        One per row block, each holding ``(X_i, Y_i)`` on one worker.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad input (column chunks, mismatched row chunks, unknown chunk sizes,
+        NaN/inf in a block, no or a closed client), with the argument named.
+    """
+
+    def __init__(self, X, y=None, *, client=None, reducer=None, retries=2):
+        self.client = resolve_client(client)
+        _check_dask_matrix(X)
+        if y is not None:
+            y = _check_dask_targets(y, X)
+        if reducer is None:
+            reducer = DaskTreeReducer(self.client)
+        elif not isinstance(reducer, Reducer):
+            raise TypeError(f"reducer must be a nyhopt.distributed.Reducer, got {type(reducer).__name__}")
+        self.reducer = reducer
+        if isinstance(retries, bool) or not isinstance(retries, (int, np.integer)) or retries < 0:
+            raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
+        self.retries = int(retries)
+        self.n, self.d = int(X.shape[0]), int(X.shape[1])
+        self.p = 0 if y is None else (1 if y.ndim == 1 else int(y.shape[1]))
+        self.dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+        self.row_chunks = tuple(int(c) for c in X.chunks[0])
+        xb = X.to_delayed().ravel()
+        yb = [None] * len(xb) if y is None else y.to_delayed().ravel()
+        prepare = dask.delayed(_blocks.prepare_block, pure=False)
+        tasks = [prepare(a, b, i, self.dtype) for i, (a, b) in enumerate(zip(xb, yb))]
+        self.blocks = self.client.compute(tasks)
+        self._wait_ok(self.blocks)
+
+    # -- execution ------------------------------------------------------------------------------
+    def _wait(self, futures, timeout=None):
+        """Wait for ``futures`` on this client (``distributed.wait`` alone uses the default one)."""
+        with self.client.as_current():
+            distributed.wait(futures, timeout=timeout)
+
+    def _wait_ok(self, futures):
+        """Wait for ``futures``; re-raise the first task error (with its message) if any."""
+        self._wait(futures)
+        for f in futures:
+            if f.status == "error":
+                f.result()
+
+    def _holders(self):
+        who = self.client.who_has(self.blocks)
+        if any(not who.get(b.key) for b in self.blocks):  # a block was lost: Dask recomputes it
+            self._wait(self.blocks)
+            who = self.client.who_has(self.blocks)
+        return [list(who[b.key]) for b in self.blocks]
+
+    def map_blocks(self, func, *args):
+        """Run ``func(block_i, *args)`` on the worker holding each block; return the futures in order.
+
+        Large ``args`` should be futures already (see :meth:`broadcast`).  A pass
+        interrupted by the loss of a worker is run again.
+        """
+        for _ in range(self.retries + 1):
+            holders = self._holders()
+            futs = [self.client.submit(func, b, *args, workers=w, allow_other_workers=False, pure=False)
+                    for b, w in zip(self.blocks, holders)]
+            if self._settle(futs, {a for w in holders for a in w}):
+                self._wait_ok(futs)
+                return futs
+        raise RuntimeError(f"workers were lost during each of {self.retries + 1} attempts of a pass; "
+                           "check the cluster, or raise retries")
+
+    def _settle(self, futs, used):
+        """Wait for ``futs``; False if a worker in ``used`` left before they finished."""
+        while True:
+            try:
+                self._wait(futs, timeout=1.0)
+                return True
+            except TimeoutError:
+                if not used <= set(self.client.scheduler_info(n_workers=-1)["workers"]):
+                    return False
+
+    def follow(self, func, futures, *args):
+        """``func(f, *args)`` for each future ``f``, on the worker that holds ``f``."""
+        who = self.client.who_has(futures)
+        return [self.client.submit(func, f, *args, workers=list(who.get(f.key, ())) or None, pure=False)
+                for f in futures]
+
+    def broadcast(self, obj):
+        """Send ``obj`` once to every worker; returns its future."""
+        return self.client.scatter(obj, broadcast=True, hash=False)
+
+    def operand(self, V):
+        """``V`` for the tasks of one pass: inline in each task when small, else broadcast once."""
+        return V if V.nbytes <= INLINE_BYTES else self.broadcast(V)
+
+    def reduce(self, func, *args):
+        """:meth:`map_blocks` then the reducer's sum of the float64 partials."""
+        return self.reducer.reduce(self.map_blocks(func, *args))
+
+    def as_dask_array(self, futures, ncols, dtype):
+        """A dask array (n, ncols) over per-block futures, without moving them."""
+        parts = [da.from_delayed(f, shape=(r, ncols), dtype=dtype) for f, r in zip(futures, self.row_chunks)]
+        return da.concatenate(parts, axis=0)
+
+    # -- targets --------------------------------------------------------------------------------
+    def target_moments(self):
+        """Mean and standard deviation of each target column (float64, two passes)."""
+        if self.p == 0:
+            raise ValueError("these data have no targets y")
+        mean = self.reduce(_blocks.block_moments, np.zeros(self.p))[0] / self.n
+        var = self.reduce(_blocks.block_moments, mean)[1] / self.n
+        return mean, np.sqrt(var)
+
+    def scale_targets(self, mean, scale):
+        """New :class:`ShardedData` whose targets are ``(y - mean) / scale`` (``X`` is shared)."""
+        other = object.__new__(ShardedData)
+        other.__dict__.update(self.__dict__)
+        other.blocks = self.map_blocks(_blocks.block_scale_targets, np.asarray(mean, dtype=np.float64),
+                                       np.asarray(scale, dtype=np.float64))
+        return other
+
+    def bind(self, kernel, Z):
+        """The operator ``K = k(X, Z)`` on these data (``kernel`` and ``Z`` broadcast once)."""
+        return ShardedKernel(self, kernel, Z)
+
+    def release(self):
+        """Drop this object's references to the persisted blocks (Dask frees them when unused)."""
+        self.blocks = []
+
+
+class ShardedKernel:
+    """``K = k(X, Z)`` over :class:`ShardedData`: the block products of one kernel and centers.
+
+    The methods mirror :mod:`nyhopt.ops` (and :class:`nyhopt.ops.cached.CachedKernel`),
+    with the data implicit.  ``n``-sized operands are :data:`TARGETS` (the
+    persisted targets); ``m``-sized ones are NumPy arrays on the driver.
+    Results of shape ``(m, k)`` are float64 NumPy arrays on the driver; ``K V``
+    is a dask array whose blocks stay on the workers.
+    """
+
+    def __init__(self, data, kernel, Z):
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"kernel must be a Kernel, got {type(kernel).__name__}")
+        Z = np.asarray(Z.get() if hasattr(Z, "get") else Z)
+        if Z.ndim != 2 or Z.shape[1] != data.d:
+            raise ValueError(f"Z must have shape (m, {data.d}), got {Z.shape}")
+        self.data, self.kernel = data, kernel
+        self.shape = (data.n, Z.shape[0])
+        self._shared = data.broadcast((kernel, Z))
+
+    def _check_u(self, U):
+        if U is None:
+            return False
+        if U is not TARGETS:
+            raise TypeError("an n-sized operand of a sharded product must be TARGETS (the persisted y)")
+        if self.data.p == 0:
+            raise ValueError("these data have no targets y")
+        return True
+
+    def _v(self, V, name="V"):
+        V = np.asarray(V.get() if hasattr(V, "get") else V)
+        V2 = V[:, None] if V.ndim == 1 else V
+        if V2.ndim != 2 or V2.shape[0] != self.shape[1]:
+            raise ValueError(f"{name} must have {self.shape[1]} rows, got shape {V.shape}")
+        return V2
+
+    def normal_matvec(self, V, U=None, kv=False):
+        """``(K^T K V, K^T U or None)`` (float64, m x k), plus ``K V`` as a dask array when ``kv``."""
+        use_y = self._check_u(U)
+        V2 = self._v(V)
+        futs = self.data.map_blocks(_blocks.block_normal, self._shared, self.data.operand(V2), use_y, kv)
+        if not kv:
+            return self.data.reducer.reduce(futs)
+        parts = self.data.follow(_blocks.take, futs, 0)
+        kvs = self.data.follow(_blocks.take, futs, 1)
+        KtKV, KtU = self.data.reducer.reduce(parts)
+        return KtKV, KtU, self.data.as_dask_array(kvs, V2.shape[1], self.data.dtype)
+
+    def kmtv(self, U=TARGETS):
+        """``K^T U`` (float64, m x p) for ``U = TARGETS``."""
+        self._check_u(U)
+        return self.data.reduce(_blocks.block_kmtv, self._shared)[0]
+
+    def kmv(self, V):
+        """``K V`` as a dask array (n, k) whose blocks stay on the workers."""
+        V2 = self._v(V)
+        futs = self.data.map_blocks(_blocks.block_kmv, self._shared, self.data.operand(V2))
+        return self.data.as_dask_array(futs, V2.shape[1], self.data.dtype)

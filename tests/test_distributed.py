@@ -1,0 +1,287 @@
+"""nyhopt on a Dask cluster: block products, Falkon and the estimator against one process."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+import nyhopt as nh  # noqa: E402
+from nyhopt import ops  # noqa: E402
+from nyhopt.distributed import DaskTreeReducer, LocalReducer, ShardedData, is_dask_array  # noqa: E402
+from nyhopt.distributed.sharded import TARGETS  # noqa: E402
+from nyhopt.estimator import NotFittedError  # noqa: E402
+from nyhopt.solvers import falkon_solve  # noqa: E402
+
+N, D, M = 420, 3, 30
+# 1, 2, 3 (uneven) and 7 row blocks
+CHUNKINGS = {1: (N,), 2: (210, 210), 3: (200, 20, 200), 7: (60,) * 7}
+KERNEL = nh.GaussianKernel(np.array([0.8, 1.2, 1.0]))
+# CG stops where its residual crosses tol; rounding can move that by an iteration, a change of
+# order tol * cond(W) in the solution: a moderate penalty keeps that well below 1e-10
+PENALTY = 1e-3
+
+
+def _cluster(n_workers):
+    return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                    dashboard_address=":0", env={"NUMBA_NUM_THREADS": "1"})
+
+
+@pytest.fixture(scope="module")
+def client():
+    with _cluster(2) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-1, 1, size=(N, D))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] ** 2 + 0.05 * rng.normal(size=N)
+    return X, y, X[rng.choice(N, M, replace=False)].copy()
+
+
+def _dask(X, y, blocks):
+    rows = CHUNKINGS[blocks]
+    return da.from_array(X, chunks=(rows, D)), da.from_array(y, chunks=(rows,))
+
+
+def _rel(a, b):
+    return float(np.max(np.abs(np.asarray(a) - np.asarray(b))) / np.max(np.abs(np.asarray(b))))
+
+
+def test_import_nyhopt_does_not_import_dask():
+    code = ("import sys, numpy as np, nyhopt as nh; "
+            "nh.NystromKRR(centers=5).fit(np.random.rand(20, 2), np.ones(20)); "
+            "print(any(k.split('.')[0] in ('dask', 'distributed') for k in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_is_dask_array(problem):
+    X, y, _ = problem
+    assert is_dask_array(da.from_array(X)) and not is_dask_array(X) and not is_dask_array(None)
+
+
+@pytest.mark.parametrize("blocks", sorted(CHUNKINGS))
+def test_block_products_match_one_process(client, problem, blocks):
+    X, y, Z = problem
+    data = ShardedData(*_dask(X, y, blocks), client=client)
+    assert len(data.blocks) == blocks
+    op = data.bind(KERNEL, Z)
+    V = np.random.default_rng(1).normal(size=(M, 3))
+    KtKV, KtY, KV = op.normal_matvec(V, TARGETS, kv=True)
+    ref = ops.normal_matvec(KERNEL, X, Z, V, y, kv=True)
+    assert KtKV.dtype == np.float64 and KtKV.shape == (M, 3)
+    assert _rel(KtKV, ref[0]) <= 1e-10 and _rel(KtY, ref[1]) <= 1e-10
+    assert is_dask_array(KV) and _rel(KV.compute(), ref[2]) <= 1e-10
+    assert _rel(op.kmtv(), ops.kmtv(KERNEL, X, Z, y)[:, None]) <= 1e-10
+    assert _rel(op.kmv(V).compute(), ops.kmv(KERNEL, X, Z, V)) <= 1e-10
+    assert op.normal_matvec(V)[1] is None
+    data.release()
+
+
+@pytest.mark.parametrize("blocks", sorted(CHUNKINGS))
+def test_falkon_matches_one_process(client, problem, blocks):
+    X, y, Z = problem
+    Xd, yd = _dask(X, y, blocks)
+    ref = falkon_solve(KERNEL, X, Z, y, PENALTY, tol=1e-12, maxiter=400)
+    res = falkon_solve(KERNEL, Xd, Z, yd, PENALTY, tol=1e-12, maxiter=400)
+    assert ref.cg.converged and res.cg.converged
+    assert isinstance(res.alpha, np.ndarray)
+    assert _rel(res.alpha, ref.alpha) <= 1e-10
+
+
+def test_falkon_warm_start_matches_one_process(client, problem):
+    X, y, Z = problem
+    Xd, yd = _dask(X, y, 3)
+    beta0 = falkon_solve(KERNEL, X, Z, y, 1e-4, tol=1e-3).beta
+    ref = falkon_solve(KERNEL, X, Z, y, PENALTY, tol=1e-12, maxiter=400, beta0=beta0)
+    res = falkon_solve(KERNEL, Xd, Z, yd, PENALTY, tol=1e-12, maxiter=400, beta0=beta0)
+    assert _rel(res.alpha, ref.alpha) <= 1e-10
+
+
+def test_one_and_two_workers_identical(client, problem):
+    X, y, Z = problem
+    Xd, yd = _dask(X, y, 3)
+    two = falkon_solve(KERNEL, Xd, Z, yd, PENALTY, tol=1e-12, maxiter=400)
+    with _cluster(1) as cluster, distributed.Client(cluster, set_as_default=False) as one_client:
+        data = ShardedData(*_dask(X, y, 3), client=one_client)
+        from nyhopt.distributed.falkon import falkon_solve_sharded
+
+        one = falkon_solve_sharded(KERNEL, data, Z, PENALTY, tol=1e-12, maxiter=400)
+    np.testing.assert_array_equal(one.alpha, two.alpha)
+
+
+def _peer_bytes_of_three_passes(client, X, y, Z):
+    """Bytes the workers fetched from each other during three passes; asserts no X/y block moved."""
+    rows = -(-X.shape[0] // 7)
+    data = ShardedData(da.from_array(X, chunks=(rows, D)), da.from_array(y, chunks=rows), client=client)
+    block_keys = {b.key for b in data.blocks}
+    before = client.run(lambda dask_worker: len(dask_worker.transfer_incoming_log))
+    op = data.bind(KERNEL, Z)
+    V = np.ones((M, 2))
+    for _ in range(3):
+        op.normal_matvec(V, TARGETS)
+    logs = client.run(lambda dask_worker: list(dask_worker.transfer_incoming_log))
+    received = 0
+    for worker, log in logs.items():
+        for entry in log[before[worker]:]:
+            assert not block_keys & set(entry["keys"]), "a persisted X/y block moved between workers"
+            received += entry["total"]
+    data.release()
+    return received
+
+
+def test_data_stay_on_their_workers(client, problem):
+    X, y, Z = problem
+    small = _peer_bytes_of_three_passes(client, X, y, Z)
+    big = _peer_bytes_of_three_passes(client, np.tile(X, (10, 1)), np.tile(y, 10), Z)
+    # what moves is the reduction of m x k partials (7 blocks), whatever n
+    bound = 3 * 7 * (M * 2 * 8 + 1024)
+    assert small < bound and big < bound
+
+
+def test_estimator_fit_predict_on_dask(client, problem):
+    X, y, _ = problem
+    Xd, yd = _dask(X, y, 3)
+    kw = dict(kernel=KERNEL, penalty=PENALTY, centers=M, tol=1e-12, maxiter=400, random_state=3, normalize_y=True)
+    ref = nh.NystromKRR(**kw).fit(X, y)
+    model = nh.NystromKRR(**kw).fit(Xd, yd)
+    np.testing.assert_array_equal(model.centers_, ref.centers_)
+    assert model.alpha_.shape == (M,) and _rel(model.alpha_, ref.alpha_) <= 1e-10
+    assert _rel(model.y_scale_, ref.y_scale_) <= 1e-12
+    pred = model.predict(Xd)
+    assert is_dask_array(pred) and pred.shape == (N,) and pred.chunks == (CHUNKINGS[3],)
+    assert _rel(pred.compute(), ref.predict(X)) <= 1e-10
+
+
+def test_estimator_two_outputs_on_dask(client, problem):
+    # each column stops when its residual crosses tol; rounding may move that by one iteration,
+    # a difference of order tol * cond(W): a well conditioned problem keeps it below 1e-10
+    X, y, _ = problem
+    Y = np.stack([y, np.cos(X[:, 2])], axis=1)
+    Xd = da.from_array(X, chunks=(CHUNKINGS[2], D))
+    kw = dict(kernel=KERNEL, penalty=1e-3, centers=M, tol=1e-12, maxiter=400, random_state=0)
+    ref = nh.NystromKRR(**kw).fit(X, Y)
+    model = nh.NystromKRR(**kw).fit(Xd, da.from_array(Y, chunks=(CHUNKINGS[2], 2)))
+    assert _rel(model.alpha_, ref.alpha_) <= 1e-10
+    assert _rel(model.predict(Xd).compute(), ref.predict(X)) <= 1e-10
+
+
+def test_direct_solver_refuses_dask(client, problem):
+    X, y, _ = problem
+    with pytest.raises(ValueError, match="falkon"):
+        nh.NystromKRR(solver="direct", centers=M).fit(*_dask(X, y, 2))
+
+
+def test_bad_input_errors(client, problem):
+    X, y, _ = problem
+    with pytest.raises(ValueError, match="chunked along its columns"):
+        ShardedData(da.from_array(X, chunks=(100, 2)), da.from_array(y, chunks=100), client=client)
+    with pytest.raises(ValueError, match="row chunks of y"):
+        ShardedData(da.from_array(X, chunks=(100, D)), da.from_array(y, chunks=150), client=client)
+    with pytest.raises(ValueError, match="y has 10 rows"):
+        ShardedData(da.from_array(X, chunks=(100, D)), da.from_array(y[:10]), client=client)
+    Xbad = X.copy()
+    Xbad[300, 1] = np.nan
+    with pytest.raises(ValueError, match=r"X \(row block 3\) contains NaN"):
+        ShardedData(da.from_array(Xbad, chunks=(100, D)), da.from_array(y, chunks=100), client=client)
+    with pytest.raises(TypeError, match="client must be"):
+        ShardedData(da.from_array(X), client="tcp://nowhere")
+    with pytest.raises(TypeError, match="TARGETS"):
+        ShardedData(da.from_array(X), client=client).bind(KERNEL, X[:5]).normal_matvec(np.ones(5), y)
+
+
+def test_closed_client_is_refused(problem):
+    X, y, _ = problem
+    with _cluster(1) as cluster:
+        closed = distributed.Client(cluster, set_as_default=False)
+        closed.close()
+    with pytest.raises(ValueError, match="closed"):
+        ShardedData(da.from_array(X), da.from_array(y), client=closed)
+
+
+def test_predict_checks(client, problem):
+    X, y, _ = problem
+    with pytest.raises(NotFittedError):
+        nh.NystromKRR().predict(da.from_array(X))
+    model = nh.NystromKRR(centers=M, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        model.predict(da.from_array(X[:, :2]))
+    np.testing.assert_allclose(model.predict(da.from_array(X, chunks=(77, D))).compute(), model.predict(X),
+                               rtol=1e-12)
+
+
+def test_reducers_agree_and_are_ordered(client):
+    rng = np.random.default_rng(0)
+    parts = [(rng.normal(size=(4, 2)), None) for _ in range(11)]
+    local = LocalReducer().reduce(parts)
+    tree = DaskTreeReducer(client, split_every=3).reduce([client.scatter(p) for p in parts])
+    assert tree[1] is None and _rel(tree[0], local[0]) <= 1e-14
+    with pytest.raises(ValueError, match="split_every"):
+        DaskTreeReducer(client, split_every=1)
+    with pytest.raises(ValueError, match="empty"):
+        LocalReducer().reduce([])
+
+
+@pytest.mark.parametrize("name", ["prop", "gcv", "sgpr", "holdout"])
+def test_exact_objectives_refuse_dask(problem, name):
+    X, y, _ = problem
+    with pytest.raises(ValueError, match="stoch-prop"):
+        nh.make_objective(name, da.from_array(X), da.from_array(y))
+    with pytest.raises(ValueError, match="stoch-prop"):
+        nh.tune(da.from_array(X), y, objective=name, centers=5, epochs=1, progress=False)
+
+
+def test_stoch_prop_on_dask_is_not_built_yet(problem):
+    X, y, _ = problem
+    with pytest.raises(NotImplementedError, match="not built yet"):
+        nh.make_objective("stoch-prop", da.from_array(X), da.from_array(y))
+    with pytest.raises(NotImplementedError, match="not built yet"):
+        nh.HyperoptKRR(objective="stoch-prop", centers=5, epochs=1).fit(da.from_array(X), da.from_array(y))
+
+
+def test_lost_worker_does_not_change_the_result(problem):
+    import os
+
+    X, y, Z = problem
+    with _cluster(2) as cluster, distributed.Client(cluster, set_as_default=False) as c:
+        data = ShardedData(*_dask(X, y, 7), client=c)
+        op = data.bind(KERNEL, Z)
+        V = np.random.default_rng(2).normal(size=(M, 2))
+        before = op.normal_matvec(V, TARGETS)
+        victim = next(iter(c.who_has(data.blocks[0:1]).values()))[0]
+        async def die():
+            os._exit(1)
+
+        c.run(die, workers=[victim], wait=False)  # the nanny starts a fresh, empty worker
+        after = op.normal_matvec(V, TARGETS)
+        assert victim not in c.scheduler_info(n_workers=-1)["workers"]
+    np.testing.assert_array_equal(after[0], before[0])
+    np.testing.assert_array_equal(after[1], before[1])
+
+
+def test_float32_data_keep_their_dtype(client, problem):
+    X, y, _ = problem
+    X32, y32 = X.astype(np.float32), y.astype(np.float32)
+    kw = dict(kernel=KERNEL, penalty=1e-3, centers=M, tol=1e-6, random_state=0)
+    ref = nh.NystromKRR(**kw).fit(X32, y32)
+    model = nh.NystromKRR(**kw).fit(*_dask(X32, y32, 3))
+    assert model.centers_.dtype == np.float32 and model.alpha_.dtype == np.float64
+    pred = model.predict(da.from_array(X32, chunks=(100, D)))
+    assert pred.dtype == np.float32 and pred.compute().dtype == np.float32
+    # float32 partials are rounded per block here, once over all rows in one process
+    assert _rel(pred.compute(), ref.predict(X32)) <= 1e-4
+
+
+def test_user_arrays_are_not_modified(client, problem):
+    X, y, _ = problem
+    X0, y0 = X.copy(), y.copy()
+    nh.NystromKRR(centers=M, normalize_y=True, random_state=0).fit(*_dask(X, y, 2))
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(y, y0)
