@@ -6,6 +6,7 @@ objective whose gradient is written by hand (no autodiff framework).
 Runs on NumPy/SciPy/Numba on the CPU and on CuPy on the GPU.
 """
 from ._config import get_memory_budget, memory_budget, set_memory_budget
+from .errors import DataError, IllConditionedError
 from .estimator import NystromKRR, NystromKRRClassifier
 from .hyperopt import HyperoptKRR, HyperoptKRRClassifier
 from .io import load_model, save_model
@@ -35,6 +36,8 @@ __all__ = [
     "save_model",
     "load_model",
     "ConvergenceWarning",
+    "DataError",
+    "IllConditionedError",
     "get_memory_budget",
     "set_memory_budget",
     "memory_budget",

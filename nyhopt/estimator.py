@@ -317,7 +317,7 @@ class NystromKRR(_NystromBase):
         ------
         ValueError
             Bad input (the message names it); non-finite coefficients.
-        numpy.linalg.LinAlgError
+        nyhopt.errors.IllConditionedError
             A ``ValueError``: the system is not numerically positive definite
             (the message says what to change: distinct centers, a larger penalty).
         """

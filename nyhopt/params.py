@@ -2,13 +2,15 @@
 
 The optimizer works on
 
-.. math:: \\theta = (\\log \\lambda,\\; \\log \\ell,\\; Z),
+.. math:: \\theta = (\\log \\lambda,\\; \\log \\ell,\\; Z,\\; \\log a),
 
-so that the penalty :math:`\\lambda` and the lengthscales :math:`\\ell` stay
-positive by construction.  A gradient with respect to natural values maps to
+so that the penalty :math:`\\lambda`, the lengthscales :math:`\\ell` and the
+kernel amplitude :math:`a` stay positive by construction.  The amplitude
+(signal variance of the GP model, ``1.0`` by default) only matters to the
+objectives whose value depends on it (``sgpr``); see ``docs/objectives.md``.  A gradient with respect to natural values maps to
 these coordinates by :math:`\\partial/\\partial \\log\\lambda = \\lambda\\,
 \\partial/\\partial\\lambda` and :math:`\\partial/\\partial \\log\\ell =
-\\ell\\,\\partial/\\partial\\ell`; this is the only place where the transform lives.
+\\ell\\,\\partial/\\partial\\ell` (and likewise for :math:`a`); this is the only place where the transform lives.
 """
 from __future__ import annotations
 

@@ -37,6 +37,7 @@ import numpy as np
 from .._blas import gemm_update, potrf, trsm
 from .._parallel import map_ranges, min_rows
 from ..backend import is_cupy_namespace
+from ..errors import IllConditionedError
 from ..ops import kernel_matrix
 from ..solvers._linalg import NOT_PD_HINT
 from ._base import Cotangents, KernelCotangent, jitter
@@ -71,7 +72,7 @@ def cholesky(a, xp, what="K_mm + jitter*I"):
             return L
         return potrf(a, lower=True)
     except np.linalg.LinAlgError as exc:
-        raise np.linalg.LinAlgError(f"{what} is not numerically positive definite ({NOT_PD_HINT}): {exc}") from exc
+        raise IllConditionedError(f"{what} is not numerically positive definite ({NOT_PD_HINT}): {exc}") from exc
 
 
 def tri_solve(L, b, xp, trans=False, overwrite=False):

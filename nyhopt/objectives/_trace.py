@@ -42,6 +42,18 @@ Row sampling
 Probes are drawn on the host with NumPy's generator and moved to the array
 module ``xp`` afterwards, so a seed gives the same probes on CPU and GPU.
 
+Counter-based streams
+---------------------
+An objective's probes must not depend on how the rows are split (one array,
+or row blocks on the workers of a cluster).  :func:`probe_rows` draws the
+rows ``start:stop`` of an ``n x t`` probe matrix from an integer seed: global
+row ``i`` belongs to block ``i // PROBE_BLOCK_ROWS``, and each block has its
+own Philox generator keyed by ``(seed, stream, block)``
+(:func:`keyed_generator`), which fills the block row by row.  Any chunking of
+the rows therefore reproduces the same matrix, row for row, without drawing
+anything ``n``-sized.  :func:`sample_rows` draws ``q`` distinct rows out of
+``n`` in ``O(q)`` memory (no permutation of ``n``).
+
 Examples
 --------
 >>> import numpy as np
@@ -64,6 +76,10 @@ __all__ = [
     "TraceProbes",
     "as_generator",
     "draw_probes",
+    "PROBE_BLOCK_ROWS",
+    "derive_seed",
+    "keyed_generator",
+    "probe_rows",
     "hutchinson_probes",
     "hutchpp_probes",
     "orthonormal_basis",
@@ -76,6 +92,10 @@ __all__ = [
 
 #: Distributions accepted by :func:`draw_probes`.
 PROBE_KINDS = ("gaussian", "rademacher")
+
+#: Rows per block of the counter-based streams of :func:`probe_rows` (a format constant:
+#: changing it changes every seeded probe matrix).
+PROBE_BLOCK_ROWS = 65536
 
 
 class TraceProbes(NamedTuple):
@@ -186,6 +206,103 @@ def draw_probes(n, t, kind="gaussian", rng=None, dtype=np.float64, xp=np):
         host *= 2.0
         host -= 1.0
     return xp.asarray(host.astype(dtype, copy=False))
+
+
+def derive_seed(random_state) -> int:
+    """One integer seed (``0 <= seed < 2**63 - 1``) for the counter-based streams.
+
+    ``random_state`` is read as by :func:`as_generator` (a ``Generator`` is
+    advanced by one draw), so an integer gives the same seed every time.
+
+    Examples
+    --------
+    >>> derive_seed(7) == derive_seed(7)
+    True
+    """
+    return int(as_generator(random_state).integers(2**63 - 1))
+
+
+def keyed_generator(seed, *key) -> np.random.Generator:
+    """A Philox generator keyed by ``(seed, *key)`` (non-negative integers).
+
+    Generators with different keys are independent streams
+    (``numpy.random.SeedSequence`` with ``spawn_key=key``).
+
+    Examples
+    --------
+    >>> a = keyed_generator(1, 0, 5).standard_normal(2)
+    >>> bool((a == keyed_generator(1, 0, 5).standard_normal(2)).all())
+    True
+    """
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return np.random.Generator(np.random.Philox(np.random.SeedSequence(int(seed), spawn_key=tuple(key))))
+
+
+def _fill(rng, rows, t, kind):
+    """``rows x t`` float64 entries of ``kind``, filled row by row (a prefix of a longer draw)."""
+    if kind == "gaussian":
+        return rng.standard_normal((rows, t))
+    host = rng.integers(0, 2, size=(rows, t), dtype=np.uint8).astype(np.float64)
+    host *= 2.0
+    host -= 1.0
+    return host
+
+
+def probe_rows(seed, t, start, stop, kind="gaussian", *, stream=0, dtype=np.float64, xp=np):
+    """Rows ``start:stop`` of the seeded probe matrix with ``t`` columns, whatever the chunking.
+
+    Global row ``i`` is row ``i % PROBE_BLOCK_ROWS`` of block
+    ``i // PROBE_BLOCK_ROWS``, whose entries come from
+    ``keyed_generator(seed, stream, block)`` in row-major order.  The result
+    depends only on ``(seed, stream, t, kind)`` and the global row indices:
+    ``probe_rows(s, t, 0, n)`` equals the concatenation of ``probe_rows`` over
+    any split of ``[0, n)``.  Memory: ``O((stop - start + PROBE_BLOCK_ROWS) t)``.
+
+    Parameters
+    ----------
+    seed : int
+        Non-negative seed (see :func:`derive_seed`).
+    t : int
+        Number of columns (probe vectors).
+    start, stop : int
+        Global row range, ``0 <= start <= stop``.
+    kind : {"gaussian", "rademacher"}
+    stream : int, default 0
+        Independent streams of one seed (e.g. probes and Hutch++ vectors).
+    dtype : dtype, default float64
+        Drawn in float64 on the host, then cast.
+    xp : module, default numpy
+        Array module of the result (copied once from the host).
+
+    Returns
+    -------
+    array of shape (stop - start, t)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> R = probe_rows(3, 2, 0, 10)
+    >>> bool(np.array_equal(R, np.vstack([probe_rows(3, 2, 0, 4), probe_rows(3, 2, 4, 10)])))
+    True
+    """
+    t = _check_count(t, "n_probes")
+    if kind not in PROBE_KINDS:
+        raise ValueError(f"probes must be one of {PROBE_KINDS}, got {kind!r}")
+    for v, name in ((start, "start"), (stop, "stop")):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"{name} must be an integer, got {v!r}")
+    start, stop = int(start), int(stop)
+    if not 0 <= start <= stop:
+        raise ValueError(f"need 0 <= start <= stop, got start={start}, stop={stop}")
+    out = np.empty((stop - start, t))
+    B = PROBE_BLOCK_ROWS
+    for b in range(start // B, -(-stop // B)):
+        b0 = b * B
+        lo, hi = max(start, b0), min(stop, b0 + B)
+        block = _fill(keyed_generator(seed, stream, b), hi - b0, t, kind)  # rows [b0, hi): a prefix
+        out[lo - start:hi - start] = block[lo - b0:]
+    return xp.asarray(out.astype(dtype, copy=False))
 
 
 def hutchinson_probes(n, t, kind="gaussian", rng=None, dtype=np.float64, xp=np) -> TraceProbes:
@@ -339,6 +456,8 @@ def sample_rows(n, q, rng=None) -> np.ndarray:
     """``q`` distinct row indices out of ``n``, drawn uniformly, sorted (int64, host).
 
     With ``q >= n`` every row is returned (the estimate becomes exact).
+    No permutation of ``n`` is drawn: memory is ``O(q)`` (``O(n)`` bits only
+    when ``q > n / 2``, where the ``n - q`` rows left out are drawn instead).
 
     Examples
     --------
@@ -351,7 +470,25 @@ def sample_rows(n, q, rng=None) -> np.ndarray:
     if q >= n:
         return np.arange(n, dtype=np.int64)
     rng = as_generator(rng)
-    return np.sort(rng.choice(n, size=q, replace=False).astype(np.int64))
+    if 2 * q > n:  # q is O(n) here: the complement is the smaller draw
+        keep = np.ones(n, dtype=bool)
+        keep[_distinct(n, n - q, rng)] = False
+        return np.flatnonzero(keep).astype(np.int64)
+    return np.sort(_distinct(n, q, rng))
+
+
+def _distinct(n, q, rng):
+    """``q`` distinct uniform indices out of ``n`` (``2 q <= n``) in ``O(q)`` memory.
+
+    Sequential rejection of repeats, done in batches: the indices in order of
+    first appearance form a uniformly random ``q``-subset.
+    """
+    got = np.empty(0, dtype=np.int64)
+    while got.size < q:
+        cand = np.concatenate([got, rng.integers(0, n, size=q - got.size + 16, dtype=np.int64)])
+        _, first = np.unique(cand, return_index=True)
+        got = cand[np.sort(first)][:q]
+    return got
 
 
 def row_sampling(diag_entries, n) -> float:

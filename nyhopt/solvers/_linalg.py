@@ -10,10 +10,11 @@ import numpy as np
 
 from .._blas import potrf, trsm
 from ..backend import is_cupy_namespace
+from ..errors import IllConditionedError
 
 __all__ = ["cholesky_upper", "solve_triangular", "add_to_diagonal", "NOT_PD_HINT"]
 
-#: What to change when a factorization of the N-KRR system fails (appended to the LinAlgError).
+#: What to change when a factorization of the N-KRR system fails (in the IllConditionedError).
 NOT_PD_HINT = ("duplicate centers, a penalty too small for the conditioning of the problem or a very "
                "large lengthscale; use distinct centers, a larger penalty or a smaller lengthscale")
 
@@ -40,22 +41,23 @@ def cholesky_upper(M, xp, name="matrix", overwrite=False):
 
     Raises
     ------
-    numpy.linalg.LinAlgError
+    nyhopt.errors.IllConditionedError
         If ``M`` is not numerically positive definite (on CuPy, whose
         factorization returns NaN instead of raising, the NaN is detected);
         the message says what to change (:data:`NOT_PD_HINT`).  It is a
-        ``ValueError``, like every other error of a bad problem.
+        ``numpy.linalg.LinAlgError`` and a ``ValueError``, like every other
+        error of a bad problem.
     """
     if is_cupy_namespace(xp):
         U = xp.linalg.cholesky(M).T  # an F-ordered view, no copy
         if not bool(xp.all(xp.isfinite(xp.diag(U)))):
-            raise np.linalg.LinAlgError(f"{name} is not numerically positive definite ({NOT_PD_HINT})")
+            raise IllConditionedError(f"{name} is not numerically positive definite ({NOT_PD_HINT})")
         return U
     try:
         # M is symmetric: factor its transposed view, which LAPACK can overwrite in place
         return potrf(M.T if M.flags.f_contiguous else M, lower=False, overwrite=overwrite)
     except np.linalg.LinAlgError as exc:
-        raise np.linalg.LinAlgError(f"{name} is not numerically positive definite ({NOT_PD_HINT}): {exc}") from None
+        raise IllConditionedError(f"{name} is not numerically positive definite ({NOT_PD_HINT}): {exc}") from None
 
 
 def solve_triangular(U, B, xp, trans=False, lower=False):

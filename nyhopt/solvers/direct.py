@@ -57,7 +57,7 @@ def direct_solve(kernel, X, Z, Y, penalty):
     ------
     ValueError
         Bad shapes, non-finite values or ``penalty <= 0``.
-    numpy.linalg.LinAlgError
+    nyhopt.errors.IllConditionedError
         If a Cholesky factorization fails.
 
     Notes

@@ -117,7 +117,7 @@ class FalkonPreconditioner:
     ------
     ValueError
         If ``penalty <= 0`` or ``n < 1``.
-    numpy.linalg.LinAlgError
+    nyhopt.errors.IllConditionedError
         If a factorization fails (a non-finite kernel matrix).
 
     Examples
