@@ -11,6 +11,19 @@ class DataError(ValueError):
 
     A ``ValueError``, so ``except ValueError`` catches it too.  Also available
     as ``nyhopt.io.DataError``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import nyhopt as nh
+    >>> path = os.path.join(tempfile.mkdtemp(), "data.csv")
+    >>> with open(path, "w") as fh:
+    ...     _ = fh.write("x,y")
+    >>> try:
+    ...     nh.load_model(path)
+    ... except nh.DataError as exc:
+    ...     print("not an nyhopt model file" in str(exc))
+    True
     """
 
 
@@ -24,4 +37,16 @@ class IllConditionedError(np.linalg.LinAlgError):
     says which matrix failed and what to change.  A subclass of
     :class:`numpy.linalg.LinAlgError` and so of ``ValueError``: ``except
     ValueError`` catches it with every other error of a bad problem.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> X = np.random.default_rng(0).normal(size=(60, 2))
+    >>> Z = np.repeat(X[:1], 5, axis=0)                   # five copies of one center
+    >>> try:
+    ...     nh.NystromKRR(penalty=1e-300, centers=Z, solver="direct").fit(X, X[:, 0])
+    ... except nh.IllConditionedError as exc:
+    ...     print("use distinct centers" in str(exc), isinstance(exc, ValueError))
+    True True
     """
