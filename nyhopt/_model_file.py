@@ -170,6 +170,8 @@ def validate_state(state: dict, path: str) -> dict:
     if out["estimator"].startswith("Hyperopt"):
         out["objective"] = f.text("objective")
         out["ard"] = f.flag("ard")
+        # optional: files written before the amplitude existed hold none (amplitude 1)
+        out["amplitude"] = f.floats("amplitude", (), positive=True) if "amplitude" in state else np.float64(1.0)
     if "feature_names" in state:
         names = state["feature_names"]
         if names.ndim != 1 or names.dtype.kind != "U" or names.size not in (0, d):

@@ -79,6 +79,18 @@ def _fraction(text):
     return value
 
 
+def _objective_names(text):
+    """An argparse type: one objective name (a str) or a comma-separated list of names."""
+    known = _objectives()
+    names = [part.strip().lower().replace("_", "-") for part in text.split(",")]
+    for name in names:
+        if name not in known:
+            raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from {', '.join(known)})")
+        if names.count(name) > 1:
+            raise argparse.ArgumentTypeError(f"objective {name!r} is listed twice")
+    return names[0] if len(names) == 1 else names
+
+
 # ----------------------------------------------------------------------------- output paths
 
 
@@ -233,17 +245,24 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("data", help="CSV file with a header row")
     tune.add_argument("--target", required=True, help="name (or 0-based index) of the target column")
     tune.add_argument("--features", help="comma-separated feature columns (default: all but the target)")
-    tune.add_argument("--objective", choices=_objectives(), default="prop", help="objective to minimize (default prop)")
+    tune.add_argument("--objective", type=_objective_names, default="prop", metavar="NAME[,NAME...]",
+                      help="objective to minimize, or a comma-separated list of candidates of which the one "
+                           "with the lowest validation error is kept (needs --validation); among "
+                           f"{', '.join(_objectives())} (default prop)")
     tune.add_argument("--centers", type=_positive_int, default=100, help="number of Nystrom centers (default 100)")
     tune.add_argument("--epochs", type=_nonneg_int, default=200, help="maximal Adam epochs (default 200)")
     tune.add_argument("--lr", type=_positive_float, default=0.05, help="learning rate (default 0.05)")
     tune.add_argument("--kernel", choices=KERNELS, default="gaussian", help="kernel (default gaussian)")
     tune.add_argument("--no-ard", action="store_true", help="one lengthscale for all features (default: one per feature)")
+    tune.add_argument("--freeze-amplitude", action="store_true",
+                      help="keep the kernel amplitude at 1 (sgpr learns it by default; the other objectives "
+                           "ignore it)")
     tune.add_argument("--task", choices=TASKS, default="auto",
                       help="regression or classification (default auto: classification for text labels "
                            "or integers with at most 20 values)")
-    tune.add_argument("--validation-fraction", type=_fraction, default=0.0, metavar="F",
-                      help="hold out this fraction of the rows to report a validation error (default 0)")
+    tune.add_argument("--validation-fraction", "--validation", type=_fraction, default=0.0, metavar="F",
+                      help="hold out this fraction of the rows to report a validation error, or to choose "
+                           "among several --objective candidates (default 0)")
     tune.add_argument("--patience", type=_nonneg_int, default=10,
                       help="stop after this many epochs without improvement, 0 = never (default 10)")
     tune.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
@@ -538,19 +557,25 @@ def _cmd_tune(args) -> int:
     n_train = n - int(round(args.validation_fraction * n))
     if args.centers > n_train:
         raise DataError(f"--centers {args.centers} is more than the {n_train} training rows; use fewer centers")
+    several = not isinstance(args.objective, str)
+    if several and not args.validation_fraction:
+        raise CLIError("--objective with several names chooses by validation error: give --validation F "
+                       "(for instance 0.2)")
 
     cls = HyperoptKRRClassifier if task == "classification" else HyperoptKRR
     est = cls(objective=args.objective, centers=args.centers, epochs=args.epochs, lr=args.lr,
               kernel=args.kernel, ard=not args.no_ard, random_state=args.seed,
               standardize=not args.no_standardize, patience=args.patience or None,
               validation_fraction=args.validation_fraction or None,
-              record_terms=bool(args.report or args.json), progress=not args.quiet)
+              record_terms=bool(args.report or args.json), progress=not args.quiet,
+              freeze=("amplitude",) if args.freeze_amplitude else ())
     names = [table.names[k] for k in feat]
     extra = ""
     if task == "classification":
         extra = f", {np.unique(y).size} classes"
     _say(args, f"data: {table.path}: {n} rows, {d} features, target {target_name!r} ({task}{extra})")
-    _say(args, f"tuning: objective {args.objective}, {args.centers} centers, up to {args.epochs} epochs, "
+    _say(args, f"tuning: objective {','.join(args.objective) + ' (chosen by validation)' if several else args.objective}, "
+               f"{args.centers} centers, up to {args.epochs} epochs, "
                f"lr {args.lr}, kernel {args.kernel}{'' if args.no_ard else ' (one lengthscale per feature)'}")
     # On the GPU, text labels are fitted as their indices in the sorted labels (CuPy holds no
     # text) and the labels are put back before saving.
@@ -576,15 +601,20 @@ def _cmd_tune(args) -> int:
 
         train_err, val_err = prediction_error(pred, y, task), float("nan")
     metric = "error rate" if task == "classification" else "RMSE"
+    for cand in est.candidates_:
+        _say(args, f"candidate {cand.objective}: validation {metric} {_fmt_error(task, cand.validation_error)}, "
+                   f"objective {cand.objective_value:.6g}, {cand.epochs} epochs ({cand.stop_reason})")
+    if several:
+        _say(args, f"chosen: {est.objective_} (lowest validation {metric}); model refitted on all {n} rows")
     ell = est.params_.lengthscale
     _say(args, f"done in {elapsed:.1f} s: {len(hist) - 1} epochs ({est.stop_reason_}), best epoch {est.best_epoch_}, "
                f"objective {best.objective:.6g}")
-    _say(args, f"penalty {est.params_.penalty:.4g}; lengthscale "
+    _say(args, f"penalty {est.params_.penalty:.4g}; amplitude {est.amplitude_:.4g}; lengthscale "
                + (f"{ell[0]:.4g}" if ell.size == 1 else f"min {ell.min():.4g}, median {np.median(ell):.4g}, max {ell.max():.4g}"))
     _say(args, f"train {metric} {_fmt_error(task, train_err)}"
                + (f"; validation {metric} {_fmt_error(task, val_err)}" if args.validation_fraction else ""))
 
-    meta = {"objective": args.objective, "epochs": len(hist) - 1, "best_epoch": est.best_epoch_,
+    meta = {"objective": est.objective_, "epochs": len(hist) - 1, "best_epoch": est.best_epoch_,
             "stop_reason": est.stop_reason_, "train_error": train_err, "validation_error": val_err,
             "task": task, "target_name": target_name, "feature_names": np.array(names, dtype=str),
             "source": os.path.basename(table.path)}
@@ -596,18 +626,22 @@ def _cmd_tune(args) -> int:
         from .report import save_report
 
         path = save_report(hist, args.report, best_epoch=est.best_epoch_, error_name=metric,
-                           title=f"{os.path.basename(table.path)}: {args.objective}, target {target_name!r}")
+                           title=f"{os.path.basename(table.path)}: {est.objective_}, target {target_name!r}")
         _say(args, f"report saved to {path}")
     if args.json:
         summary = {
             "data": table.path, "n_rows": n, "n_features": d, "features": names, "target": target_name,
-            "task": task, "objective": args.objective, "centers": args.centers, "epochs": args.epochs,
+            "task": task, "objective": est.objective_, "centers": args.centers, "epochs": args.epochs,
             "lr": args.lr, "kernel": args.kernel, "ard": not args.no_ard, "seed": args.seed,
             "standardize": not args.no_standardize, "validation_fraction": args.validation_fraction,
             "epochs_run": len(hist) - 1, "best_epoch": est.best_epoch_, "stop_reason": est.stop_reason_,
-            "seconds": elapsed, "penalty": est.params_.penalty, "lengthscale": ell.tolist(),
+            "seconds": elapsed, "penalty": est.params_.penalty, "amplitude": est.amplitude_,
+            "freeze_amplitude": args.freeze_amplitude, "lengthscale": ell.tolist(),
             "metric": metric, "train_error": train_err, "validation_error": val_err, "model": out,
             "history": hist.as_dict(),
+            "candidates": [{"objective": c.objective, "validation_error": c.validation_error,
+                            "objective_value": c.objective_value, "epochs": c.epochs, "best_epoch": c.best_epoch,
+                            "stop_reason": c.stop_reason, "seconds": c.elapsed} for c in est.candidates_],
         }
         with open(args.json, "w") as f:
             json.dump(_clean_floats(summary), f, indent=1, default=_json_default)

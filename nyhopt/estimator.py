@@ -297,7 +297,7 @@ class NystromKRR(_NystromBase):
                          tol=tol, random_state=random_state)
         self.normalize_y = normalize_y
 
-    def fit(self, X, y):
+    def fit(self, X, y, client=None):
         """Fit the model.
 
         Parameters
@@ -308,6 +308,9 @@ class NystromKRR(_NystromBase):
             a GPU array gives CuPy results) is converted without a copy where possible.
         y : array of shape (n,) or (n, p)
             Targets.
+        client : distributed.Client, optional
+            For dask arrays ``X``, ``y`` (solver "falkon"): the cluster to run
+            on; default the current client.  Refused for in-memory data.
 
         Returns
         -------
@@ -321,10 +324,12 @@ class NystromKRR(_NystromBase):
             A ``ValueError``: the system is not numerically positive definite
             (the message says what to change: distinct centers, a larger penalty).
         """
-        if any_dask_array(X, y):  # solver "falkon" on the current Dask client
+        if any_dask_array(X, y):  # solver "falkon" on the Dask client
             from .distributed.estimator import fit_dask
 
-            return fit_dask(self, X, y)
+            return fit_dask(self, X, y, client=client)
+        if client is not None:
+            raise ValueError("client is only used with dask arrays X, y; leave it out for in-memory data")
         X, xp = _check_X(self, X, reset=True)
         y = _as_array(y, "y")
         get_namespace(X, y)

@@ -26,6 +26,7 @@ from ._estimator_params import EstimatorMixin
 from ._validation import check_labels, check_matrix
 from ._scaling import column_mean_std, standardize
 from .backend import get_namespace
+from .distributed._detect import is_dask_array
 from .estimator import DataConversionWarning, _as_array, _check_X, _not_fitted_error
 
 __all__ = ["HyperoptKRR", "HyperoptKRRClassifier"]
@@ -118,11 +119,13 @@ class _HyperoptBase(EstimatorMixin):
         -------
         self
         """
-        from .distributed._detect import any_dask_array, refuse_dask_objective
+        from .distributed._detect import any_dask_array
         from .optim import tune
 
-        if any_dask_array(X, y):
-            refuse_dask_objective(self.objective)
+        if any_dask_array(X, y):  # "stoch-prop" regression on the current Dask client
+            from .distributed.tune import fit_hyperopt_dask
+
+            return fit_hyperopt_dask(self, X, y, validation, callback)
         X, xp = _check_X(self, X, reset=True)
         if X.shape[0] < 2:
             raise ValueError(f"X has n_samples = {X.shape[0]}; tuning needs at least 2 samples")
@@ -156,9 +159,12 @@ class _HyperoptBase(EstimatorMixin):
         )
         self.model_ = result.model
         self.params_ = result.params
+        self.amplitude_ = result.params.amplitude
         self.history_ = result.history
         self.best_epoch_ = result.best_epoch
         self.stop_reason_ = result.stop_reason
+        self.objective_ = result.objective.name
+        self.candidates_ = result.candidates
         self.x_mean_, self.x_scale_ = mean, scale
         self.n_features_in_ = X.shape[1]
         return self
@@ -172,6 +178,10 @@ class _HyperoptBase(EstimatorMixin):
 
     def _transform(self, X):
         self._check_fitted()
+        if is_dask_array(X):  # a lazy dask array, standardized block by block
+            from .distributed.tune import transform_dask
+
+            return transform_dask(self, X)
         X, _ = _check_X(self, X, reset=False)
         return apply_standardization(X, self.x_mean_, self.x_scale_) if self.standardize else X
 
@@ -203,9 +213,13 @@ class _HyperoptBase(EstimatorMixin):
 _PARAMS_DOC = """
     Parameters
     ----------
-    objective : str, default "prop"
+    objective : str or list of str, default "prop"
         Objective to minimize: "holdout", "loocv", "gcv", "creg", "sgpr",
-        "prop" or "stoch-prop".
+        "prop" or "stoch-prop".  A list (e.g. ``["prop", "sgpr", "gcv"]``)
+        tunes each on the training part and keeps the one with the lowest
+        validation error (``validation_fraction`` or ``fit(...,
+        validation=...)`` is then required); the model is refitted on all
+        the rows given to ``fit`` (see :func:`nyhopt.tune`).
     centers : int or array of shape (m, d), default 100
         Number of Nystrom centers (random training rows) or initial centers
         (in standardized coordinates when ``standardize`` is True).
@@ -223,8 +237,10 @@ _PARAMS_DOC = """
         deviation) before tuning and predicting, as the paper does.
     penalty, lengthscale : float, optional
         Initial values (default :math:`1/n` and the median heuristic).
-    freeze : iterable of {"penalty", "lengthscale", "centers"}, default ()
-        Hyperparameters that are not tuned.
+    freeze : iterable of {"penalty", "lengthscale", "centers", "amplitude"}, default ()
+        Hyperparameters that are not tuned.  The kernel amplitude is learned
+        only by ``sgpr`` (the other objectives ignore it); freezing it keeps
+        it at 1 (see :func:`nyhopt.tune`).
     patience : int or None, default 10
         Early stopping patience (steps without improvement of the objective).
     validation_fraction : float, optional
@@ -249,8 +265,16 @@ _PARAMS_DOC = """
         The best hyperparameters (standardized coordinates).
     history_ : History
         Per-epoch records of the tuning (see :func:`nyhopt.tune`).
+    amplitude_ : float
+        The learned kernel amplitude (signal variance) of ``sgpr``; 1.0 for
+        the objectives that ignore it.  The fitted model does not depend on it.
     best_epoch_ : int
     stop_reason_ : str
+    objective_ : str
+        The objective that was minimized (the chosen one for a list).
+    candidates_ : tuple of Candidate
+        What each candidate of a list ``objective`` reached (see
+        :attr:`nyhopt.TuneResult.candidates`); ``()`` for a single name.
     x_mean_, x_scale_ : numpy.ndarray of shape (d,)
         Input standardization (zeros and ones when ``standardize`` is False).
     n_features_in_ : int

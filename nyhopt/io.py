@@ -24,6 +24,8 @@ and read with ``allow_pickle=False``: nothing in it can execute code.  Keys:
 ``feature_names``   (d,) str, ``target_name`` str: column names (may be empty)
 ``normalize_y``     bool; ``standardize`` bool; ``dtype``: ``"float32"`` or ``"float64"``
 ``objective``       objective name, ``ard`` bool (``Hyperopt*`` estimators)
+``amplitude``       float64 > 0, the learned kernel amplitude (``Hyperopt*``;
+                    optional: files without it load with 1.0)
 ``meta_*``          free-form summary (objective name, epochs, ...)
 ==================  ===========================================================
 """
@@ -301,6 +303,7 @@ def _model_state(model) -> dict:
     if hyper:
         state["objective"] = np.array(str(model.objective))
         state["ard"] = np.array(bool(model.ard))
+        state["amplitude"] = np.array(float(getattr(model, "amplitude_", 1.0)), dtype=np.float64)
     return state
 
 
@@ -348,6 +351,7 @@ def _model_from_state(state):
     model.x_mean_ = state["x_mean"]
     model.x_scale_ = state["x_scale"]
     model.n_features_in_ = inner.n_features_in_
+    model.amplitude_ = float(state["amplitude"])
     if classifier:
         model.classes_ = inner.classes_
     return model

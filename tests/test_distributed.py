@@ -114,7 +114,11 @@ def test_one_and_two_workers_identical(client, problem):
         from nyhopt.distributed.falkon import falkon_solve_sharded
 
         one = falkon_solve_sharded(KERNEL, data, Z, PENALTY, tol=1e-12, maxiter=400)
+        one_sp = nh.make_objective("stoch-prop", Xd, yd, client=one_client, **STOCH).value_and_grad(_stoch_params(Z))
     np.testing.assert_array_equal(one.alpha, two.alpha)
+    two_sp = nh.make_objective("stoch-prop", Xd, yd, **STOCH).value_and_grad(_stoch_params(Z))
+    assert one_sp[0] == two_sp[0]
+    np.testing.assert_array_equal(_flat(one_sp[1]), _flat(two_sp[1]))
 
 
 def _peer_bytes_of_three_passes(client, X, y, Z):
@@ -204,6 +208,8 @@ def test_closed_client_is_refused(problem):
         closed.close()
     with pytest.raises(ValueError, match="closed"):
         ShardedData(da.from_array(X), da.from_array(y), client=closed)
+    with pytest.raises(ValueError, match="closed"):
+        nh.make_objective("stoch-prop", da.from_array(X), da.from_array(y), client=closed)
 
 
 def test_predict_checks(client, problem):
@@ -238,12 +244,56 @@ def test_exact_objectives_refuse_dask(problem, name):
         nh.tune(da.from_array(X), y, objective=name, centers=5, epochs=1, progress=False)
 
 
-def test_stoch_prop_on_dask_is_not_built_yet(problem):
+STOCH = dict(n_probes=4, n_rows=100, tol=1e-12, maxiter=400, warm_start=False, random_state=3)
+
+
+def _stoch_params(Z):
+    return nh.Params.from_natural(PENALTY, [0.8, 1.2, 1.0], Z)
+
+
+def _flat(g):
+    return np.concatenate([np.atleast_1d(g.log_penalty), np.ravel(g.log_lengthscale), np.ravel(g.centers)])
+
+
+@pytest.fixture(scope="module")
+def stoch_reference(problem):
+    X, y, Z = problem
+    return nh.make_objective("stoch-prop", X, y, **STOCH).value_and_grad(_stoch_params(Z))
+
+
+@pytest.mark.parametrize("blocks", sorted(CHUNKINGS))
+def test_stoch_prop_matches_one_process(client, problem, stoch_reference, blocks):
+    X, y, Z = problem
+    v0, g0 = stoch_reference
+    obj = nh.make_objective("stoch-prop", *_dask(X, y, blocks), **STOCH)
+    v, g = obj.value_and_grad(_stoch_params(Z))
+    assert abs(v - v0) <= 1e-10 * abs(v0)
+    assert np.linalg.norm(_flat(g) - _flat(g0)) <= 1e-10 * np.linalg.norm(_flat(g0))
+    assert obj.last_solve.converged and obj.last_solve.n_rhs == 5
+    assert obj.value(_stoch_params(Z)) == pytest.approx(v, rel=1e-12)
+    obj.release()
+
+
+def test_stoch_prop_probes_are_drawn_on_the_workers(client, problem):
+    from nyhopt.objectives._trace import probe_rows
+
     X, y, _ = problem
-    with pytest.raises(NotImplementedError, match="not built yet"):
-        nh.make_objective("stoch-prop", da.from_array(X), da.from_array(y))
-    with pytest.raises(NotImplementedError, match="not built yet"):
-        nh.HyperoptKRR(objective="stoch-prop", centers=5, epochs=1).fit(da.from_array(X), da.from_array(y))
+    obj = nh.make_objective("stoch-prop", *_dask(X, y, 3), n_probes=4, random_state=3)
+    W = np.concatenate(client.gather(obj.data.map_blocks(lambda b: b[1])), axis=0)
+    np.testing.assert_array_equal(W[:, :4], probe_rows(obj.seed, 4, 0, N))
+    np.testing.assert_array_equal(W[:, 4], y)
+    obj.release()
+
+
+def test_stoch_prop_on_dask_bad_options(client, problem):
+    X, y, _ = problem
+    Xd, yd = _dask(X, y, 2)
+    for opts, match in (({"effective_dimension_estimator": "hutch++"}, "effective_dimension_estimator"),
+                        ({"trace_estimator": "hutchinson"}, "trace_estimator"),
+                        ({"kernel_cache": True}, "kernel_cache"),
+                        ({"folds": 3}, "unknown option")):
+        with pytest.raises(ValueError, match=match):
+            nh.make_objective("stoch-prop", Xd, yd, **opts)
 
 
 def test_lost_worker_does_not_change_the_result(problem):
@@ -285,3 +335,90 @@ def test_user_arrays_are_not_modified(client, problem):
     nh.NystromKRR(centers=M, normalize_y=True, random_state=0).fit(*_dask(X, y, 2))
     np.testing.assert_array_equal(X, X0)
     np.testing.assert_array_equal(y, y0)
+
+
+TUNE = dict(objective="stoch-prop", centers=15, epochs=3, random_state=5, progress=False, patience=None,
+            objective_options=dict(n_probes=4, n_rows=100, tol=1e-12, maxiter=400))
+
+
+def _same_run(a, b, rtol):
+    for field in ("objective", "penalty"):
+        assert _rel(getattr(a.history, field), getattr(b.history, field)) <= rtol, field
+    assert _rel(np.stack(a.history.lengthscale), np.stack(b.history.lengthscale)) <= rtol
+    assert _rel(a.params.centers, b.params.centers) <= rtol
+    assert a.best_epoch == b.best_epoch and len(a.history) == len(b.history)
+
+
+@pytest.mark.parametrize("blocks", [1, 3])
+def test_tune_on_dask_matches_one_process(client, problem, blocks):
+    X, y, _ = problem
+    ref = nh.tune(X, y, **TUNE)
+    res = nh.tune(*_dask(X, y, blocks), **TUNE)
+    _same_run(res, ref, 1e-8)
+    assert res.task == "regression" and res.model.solver == "falkon"
+    pred = res.model.predict(da.from_array(X, chunks=(100, D))).compute()
+    assert _rel(pred, ref.model.predict(X)) <= 1e-5  # the reference's final model is a direct solve
+
+
+def test_dask_initialization_gathers_the_same_rows(client):
+    from nyhopt.optim._init import initial_centers, median_heuristic
+
+    X = np.random.default_rng(4).normal(size=(1500, 2))  # more rows than the median's subsample
+    Xd = da.from_array(X, chunks=(400, 2))
+    assert median_heuristic(Xd, random_state=np.random.default_rng(1), client=client) == \
+        median_heuristic(X, random_state=np.random.default_rng(1))
+    np.testing.assert_array_equal(initial_centers(Xd, 9, np.random.default_rng(2), client=client),
+                                  initial_centers(X, 9, np.random.default_rng(2)))
+
+
+def test_tune_on_dask_tracks_validation_errors(client, problem):
+    X, y, _ = problem
+    kw = dict(TUNE, epochs=1)
+    ref = nh.tune(X[:300], y[:300], validation=(X[300:], y[300:]), solver="falkon", **kw)
+    res = nh.tune(*_dask(X[:300], y[:300], 1), validation=_dask(X[300:], y[300:], 1), **kw)
+    assert _rel(res.history.train_error, ref.history.train_error) <= 1e-5
+    assert _rel(res.history.validation_error, ref.history.validation_error) <= 1e-5
+
+
+def test_tune_on_dask_refusals(client, problem):
+    X, y, _ = problem
+    Xd, yd = _dask(X, y, 2)
+    with pytest.raises(ValueError, match="validation as a fraction"):
+        nh.tune(Xd, yd, validation=0.2, **TUNE)
+    with pytest.raises(ValueError, match="task='regression'"):
+        nh.tune(Xd, da.from_array(np.arange(N) % 3, chunks=(CHUNKINGS[2],)), **TUNE)
+    with pytest.raises(ValueError, match="solver='direct'"):
+        nh.tune(Xd, yd, solver="direct", **TUNE)
+    with pytest.raises(ValueError, match="client is only used with dask"):
+        nh.tune(X, y, client=client, **TUNE)
+    with pytest.raises(ValueError, match="client is only used with dask"):
+        nh.NystromKRR(centers=5).fit(X, y, client=client)
+
+
+def test_client_argument_is_used_and_checked(problem):
+    X, y, _ = problem
+    Xd, yd = _dask(X, y, 2)
+    with _cluster(1) as cluster, distributed.Client(cluster, set_as_default=False) as other:
+        res = nh.tune(Xd, yd, client=other, **dict(TUNE, epochs=1))
+        assert res.objective.data.client is other
+        model = nh.NystromKRR(solver="falkon", centers=M, random_state=0).fit(Xd, yd, client=other)
+        assert model.alpha_.shape == (M,)
+        closed = distributed.Client(cluster, set_as_default=False)
+        closed.close()
+    for call in (lambda: nh.tune(Xd, yd, client=closed, **TUNE),
+                 lambda: nh.NystromKRR(solver="falkon", centers=M).fit(Xd, yd, client=closed),
+                 lambda: nh.make_objective("stoch-prop", Xd, yd, client=closed)):
+        with pytest.raises(ValueError, match="client is closed"):
+            call()
+
+
+def test_hyperopt_krr_on_dask(client, problem):
+    X, y, _ = problem
+    kw = dict(objective="stoch-prop", centers=15, epochs=2, random_state=1, progress=False,
+              objective_options=dict(n_probes=4, tol=1e-10, maxiter=400))
+    ref = nh.HyperoptKRR(**kw).fit(X, y)
+    est = nh.HyperoptKRR(**kw).fit(*_dask(X, y, 3))
+    assert _rel(est.x_scale_, ref.x_scale_) <= 1e-12
+    assert _rel(est.history_.objective, ref.history_.objective) <= 1e-7
+    pred = est.predict(da.from_array(X, chunks=(100, D)))
+    assert is_dask_array(pred) and _rel(pred.compute(), ref.predict(X)) <= 1e-4

@@ -186,6 +186,54 @@ def test_row_sampling():
         tr.sample_rows(5, 0)
 
 
+@pytest.mark.parametrize("kind", ["gaussian", "rademacher"])
+def test_probe_rows_do_not_depend_on_the_chunking(kind):
+    n, B = 2 * tr.PROBE_BLOCK_ROWS + 123, tr.PROBE_BLOCK_ROWS
+    R = tr.probe_rows(11, 3, 0, n, kind)
+    for cuts in ([0, n], [0, 1, 7, B - 1, B + 1, 2 * B, n], [0, n // 3, 2 * n // 3, n]):
+        parts = [tr.probe_rows(11, 3, a, b, kind) for a, b in zip(cuts[:-1], cuts[1:])]
+        assert np.array_equal(np.vstack(parts), R)
+    assert np.array_equal(tr.probe_rows(11, 3, 0, 500, kind), R[:500])  # n does not enter: a prefix
+    assert not np.array_equal(tr.probe_rows(11, 3, 0, 50, kind, stream=1), R[:50])
+    assert not np.array_equal(tr.probe_rows(12, 3, 0, 50, kind), R[:50])
+    assert tr.probe_rows(11, 3, 5, 5, kind).shape == (0, 3)
+    assert abs(R.mean()) < 0.01 and abs(R.std() - 1.0) < 0.01
+    if kind == "rademacher":
+        assert set(np.unique(R)) == {-1.0, 1.0}
+    with pytest.raises(ValueError, match="start"):
+        tr.probe_rows(11, 3, 5, 4)
+    with pytest.raises(ValueError, match="seed"):
+        tr.probe_rows(-1, 3, 0, 4)
+
+
+def test_sample_rows_is_uniform_without_a_permutation_of_n():
+    for q in (3, 13):  # rejection of repeats, and the complement when q > n / 2
+        counts = np.zeros(20)
+        for s in range(3000):
+            rows = tr.sample_rows(20, q, np.random.default_rng(s))
+            assert len(np.unique(rows)) == q and np.all(np.diff(rows) > 0) and 0 <= rows[0] and rows[-1] < 20
+            counts[rows] += 1
+        assert np.abs(counts / (3000 * q / 20) - 1).max() < 0.2  # about 4.5 standard deviations
+    tracemalloc.start()
+    rows = tr.sample_rows(10**10, 1000, np.random.default_rng(0))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(np.unique(rows)) == 1000 and peak < 10**6
+
+
+def test_objective_probes_and_rows_come_from_its_seed(rng):
+    from nyhopt.objectives.stoch_prop import STREAM_PROBES, row_sample, trace_rows
+
+    X, y, params = problem(rng, n=300)
+    obj = StochasticProp(X, y, n_probes=4, n_rows=50, random_state=9)
+    assert obj.seed == tr.derive_seed(9)
+    assert np.array_equal(obj.probes.vectors, tr.probe_rows(obj.seed, 4, 0, 300, stream=STREAM_PROBES))
+    assert np.array_equal(obj._rows(12), X[row_sample(obj.seed, 300, trace_rows(300, 12, 50))])
+    # a leading subset of the rows gets the leading rows of the same probes
+    sub = StochasticProp(X[:100], y[:100], n_probes=4, random_state=9)
+    assert np.array_equal(sub.probes.vectors, obj.probes.vectors[:100])
+
+
 # -- the estimator against its dense definition and against prop ----------------------------------------
 @pytest.mark.parametrize("opts", [
     {},

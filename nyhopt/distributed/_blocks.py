@@ -11,7 +11,8 @@ from .. import ops
 from .._validation import check_matrix, check_targets
 from ..backend import get_namespace, to_numpy
 
-__all__ = ["prepare_block", "block_normal", "block_kmtv", "block_kmv", "block_moments", "block_scale_targets"]
+__all__ = ["prepare_block", "block_normal", "block_kmtv", "block_kmv", "block_moments", "block_scale_targets",
+           "block_with_probes", "block_u_pass", "block_adjoint", "block_rows", "target_columns"]
 
 
 def _host64(a):
@@ -68,6 +69,55 @@ def block_scale_targets(block, mean, scale):
     xp = get_namespace(Y)
     Y64 = Y.astype(np.float64)
     return (X, ((Y64 - xp.asarray(mean)) / xp.asarray(scale)).astype(Y.dtype))
+
+
+def target_columns(block):
+    """Number of target columns of a block (0 without targets)."""
+    return 0 if block[1] is None else int(block[1].shape[1])
+
+
+def block_with_probes(block, seed, t, kind, stream, start):
+    """The block with targets ``[R_i | Y_i]``: its rows of the seeded probes, drawn here (never sent)."""
+    from ..objectives._trace import probe_rows
+
+    X, Y = block
+    xp = get_namespace(X)
+    R = probe_rows(seed, t, start, start + X.shape[0], kind, stream=stream, dtype=X.dtype, xp=xp)
+    return (X, xp.concatenate([R, Y], axis=1))
+
+
+def block_u_pass(block, shared, a, normal, plain):
+    """``u = K a`` of one block (kept on the worker) and the partial ``(K^T u, K^T W, W.u, u.u, r.r, W.W)``.
+
+    ``W`` are the block's targets (probes and ``Y``), ``r = W - u``; the
+    normal products only when ``normal``, ``W.W`` only when ``plain``.
+    """
+    from ..objectives.stoch_prop import column_stats
+
+    X, W, xp, kernel, Z = _local(block, shared)
+    V = xp.asarray(a, dtype=X.dtype)
+    KtKa = KtW = None
+    if normal:
+        KtKa, KtW, u = ops.normal_matvec(kernel, X, Z, V, W, kv=True)
+        KtKa, KtW = _host64(KtKa), _host64(KtW)
+    else:
+        u = ops.kmv(kernel, X, Z, V)
+    stats = tuple(None if s is None else _host64(s) for s in column_stats(W, u, xp, plain))
+    return (KtKa, KtW) + stats, u
+
+
+def block_adjoint(block, shared, beta, a, wrt, u):
+    """Partial ``(d/d ell, d/d Z)`` of ``<P Q^T, K>`` on one block, ``P = 2 (W - u) diag(beta)``, ``Q = a``."""
+    X, W, xp, kernel, Z = _local(block, shared)
+    P = (2.0 * (W.astype(np.float64) - u.astype(np.float64))) * xp.asarray(beta)[None, :]
+    kg = ops.adjoint_lowrank(kernel, X, Z, P.astype(X.dtype), xp.asarray(a, dtype=X.dtype), wrt=wrt)
+    return (None if kg.lengthscale is None else _host64(kg.lengthscale),
+            None if kg.centers is None else _host64(kg.centers))
+
+
+def block_rows(block, local):
+    """Rows ``local`` (indices within the block) of the block's ``X``, on the host."""
+    return np.asarray(to_numpy(block[0][get_namespace(block[0]).asarray(local)]))
 
 
 def take(pair, i):

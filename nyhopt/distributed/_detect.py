@@ -1,7 +1,7 @@
 """Recognize dask arrays without importing dask."""
 from __future__ import annotations
 
-__all__ = ["is_dask_array", "any_dask_array", "refuse_dask_objective"]
+__all__ = ["is_dask_array", "any_dask_array", "refuse_dask_objective", "dask_objective_class"]
 
 
 def is_dask_array(a) -> bool:
@@ -36,9 +36,28 @@ def refuse_dask_objective(name):
     key = str(name).strip().lower().replace("_", "-")
     if key == "stoch-prop":
         raise NotImplementedError(
-            "objective 'stoch-prop' on dask arrays is not built yet (issue #12); for now tune on a sample "
-            "held in memory, then fit NystromKRR(solver='falkon') on the dask arrays"
+            "tuning with 'stoch-prop' on dask arrays is not built yet (issue #12); "
+            "make_objective('stoch-prop', X_dask, y_dask) is, and so is NystromKRR(solver='falkon').fit on them"
         )
+    _refuse_exact(name)
+
+
+def dask_objective_class(name):
+    """The objective class for dask arrays: ``DaskStochasticProp`` for "stoch-prop".
+
+    Raises
+    ------
+    ValueError
+        For the exact objectives (the message names "stoch-prop").
+    """
+    if str(name).strip().lower().replace("_", "-") == "stoch-prop":
+        from .stoch_prop import DaskStochasticProp
+
+        return DaskStochasticProp
+    _refuse_exact(name)
+
+
+def _refuse_exact(name):
     raise ValueError(
         f"objective {name!r} is exact (O(n m^2) work on one machine) and does not take dask arrays; "
         "the objective for data on a cluster is 'stoch-prop'"

@@ -187,16 +187,20 @@ class ShardedData:
             who = self.client.who_has(self.blocks)
         return [list(who[b.key]) for b in self.blocks]
 
-    def map_blocks(self, func, *args):
-        """Run ``func(block_i, *args)`` on the worker holding each block; return the futures in order.
+    def map_blocks(self, func, *args, per_block=None):
+        """Run ``func(block_i, *args, *per_block[i])`` on the worker holding each block; the futures in order.
 
-        Large ``args`` should be futures already (see :meth:`broadcast`).  A pass
-        interrupted by the loss of a worker is run again.
+        Large ``args`` should be futures already (see :meth:`broadcast`);
+        ``per_block`` (a list of tuples, one per block) adds arguments of
+        each block (e.g. its row offset, or a future kept on its worker).  A
+        pass interrupted by the loss of a worker is run again.
         """
+        if per_block is None:
+            per_block = [()] * len(self.blocks)
         for _ in range(self.retries + 1):
             holders = self._holders()
-            futs = [self.client.submit(func, b, *args, workers=w, allow_other_workers=False, pure=False)
-                    for b, w in zip(self.blocks, holders)]
+            futs = [self.client.submit(func, b, *args, *extra, workers=w, allow_other_workers=False, pure=False)
+                    for b, w, extra in zip(self.blocks, holders, per_block)]
             if self._settle(futs, {a for w in holders for a in w}):
                 self._wait_ok(futs)
                 return futs
@@ -227,9 +231,25 @@ class ShardedData:
         """``V`` for the tasks of one pass: inline in each task when small, else broadcast once."""
         return V if V.nbytes <= INLINE_BYTES else self.broadcast(V)
 
-    def reduce(self, func, *args):
+    def reduce(self, func, *args, per_block=None):
         """:meth:`map_blocks` then the reducer's sum of the float64 partials."""
-        return self.reducer.reduce(self.map_blocks(func, *args))
+        return self.reducer.reduce(self.map_blocks(func, *args, per_block=per_block))
+
+    @property
+    def row_starts(self):
+        """Global index of the first row of each block."""
+        return tuple(int(v) for v in np.cumsum((0,) + self.row_chunks[:-1]))
+
+    def derive(self, func, *args, per_block=None):
+        """New :class:`ShardedData` whose blocks are ``func(block_i, ...)``, computed where the blocks are.
+
+        ``func`` returns ``(X_i, Y_i)``; ``p`` is read from the first block.
+        """
+        other = object.__new__(ShardedData)
+        other.__dict__.update(self.__dict__)
+        other.blocks = self.map_blocks(func, *args, per_block=per_block)
+        other.p = int(self.client.submit(_blocks.target_columns, other.blocks[0]).result())
+        return other
 
     def as_dask_array(self, futures, ncols, dtype):
         """A dask array (n, ncols) over per-block futures, without moving them."""

@@ -24,7 +24,7 @@ import importlib
 import inspect
 
 from ..backend import as_native
-from ..distributed._detect import any_dask_array, refuse_dask_objective
+from ..distributed._detect import any_dask_array, dask_objective_class
 
 from ._base import Cotangents, EvalContext, Evaluation, KernelCotangent, Objective, params_gradient
 from .creg import CReg
@@ -125,13 +125,16 @@ def make_objective(name, X, y, kernel="gaussian", **options) -> Objective:
     ValueError: unknown option(s) ['folds'] for objective 'holdout'; valid options: ['noise_variance', 'random_state', 'val_fraction']
     """
     cls = _lookup(name)
-    if any_dask_array(X, y):
-        refuse_dask_objective(cls.name)
+    dask = any_dask_array(X, y)
+    if dask:  # "stoch-prop" on the cluster (takes client=); the exact objectives refuse
+        cls = dask_objective_class(cls.name)
     sig = inspect.signature(cls.__init__)
     if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
         valid = sorted(set(sig.parameters) - _FIXED)
         unknown = sorted(set(options) - set(valid))
         if unknown:
             raise ValueError(f"unknown option(s) {unknown} for objective {cls.name!r}; valid options: {valid}")
+    if dask:
+        return cls(X, y, kernel=kernel, **options)
     return cls(as_native(X, "X"), as_native(y, "y"), kernel=kernel, **options)
 

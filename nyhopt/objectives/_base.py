@@ -11,9 +11,12 @@ Every objective of nyhopt is a function of the kernel matrices
 
 and an objective only has to produce the *cotangents* :math:`G_{nm}` (dense
 or low rank, possibly split over several row sets of the data),
-:math:`G_{mm}` and the scalar :math:`g_\\lambda`.  This module turns them into
+:math:`G_{mm}` and the scalar :math:`g_\\lambda`.  An objective that depends
+on the kernel amplitude :math:`a` (``sgpr``) adds the scalar
+:math:`\\partial\\mathcal{L}/\\partial\\log a` at fixed kernel matrices and
+penalty; for the others it is exactly zero.  This module turns them into
 a gradient with respect to the optimizer's coordinates
-:math:`(\\log\\lambda, \\log\\ell, Z)` with the kernel adjoints of
+:math:`(\\log\\lambda, \\log\\ell, Z, \\log a)` with the kernel adjoints of
 :mod:`nyhopt.ops`:
 
 * :math:`\\partial/\\partial\\ell` and :math:`\\partial/\\partial Z` of
@@ -110,7 +113,7 @@ __all__ = [
 ]
 
 #: Every coordinate of :class:`~nyhopt.params.Params`, the default ``wrt``.
-WRT_ALL = ("penalty", "lengthscale", "centers")
+WRT_ALL = ("penalty", "lengthscale", "centers", "amplitude")
 
 
 class KernelCotangent(NamedTuple):
@@ -154,12 +157,17 @@ class Cotangents(NamedTuple):
         :math:`\\partial/\\partial\\log\\lambda` of such a term is minus the
         term, finite, where its :math:`g_\\lambda` (a :math:`\\lambda^{-2}`)
         overflows for a tiny :math:`\\lambda`.
+    log_amplitude : float, default 0.0
+        Partial derivative with respect to :math:`\\log a`, the log kernel
+        amplitude (kernel matrices and penalty fixed); 0 for the objectives
+        whose value does not depend on the amplitude.
     """
 
     nm: tuple = ()
     mm: object = None
     penalty: float = 0.0
     log_penalty: float = 0.0
+    log_amplitude: float = 0.0
 
 
 class Evaluation(NamedTuple):
@@ -192,9 +200,12 @@ class EvalContext:
     Z : array (m, d)
         Centers cast to the data dtype (use it for every kernel evaluation).
     wrt : frozenset of str
-        Requested gradient fields (subset of ``{"penalty", "lengthscale", "centers"}``).
+        Requested gradient fields (subset of ``{"penalty", "lengthscale", "centers", "amplitude"}``).
     need_grad : bool
         Whether cotangents must be returned.
+    amplitude : float, default 1.0
+        Kernel amplitude :math:`a` (natural); only objectives whose value
+        depends on it read it.
     """
 
     params: Params
@@ -203,6 +214,7 @@ class EvalContext:
     Z: object
     wrt: frozenset
     need_grad: bool
+    amplitude: float = 1.0
 
 
 def _check_wrt(wrt) -> frozenset:
@@ -227,7 +239,7 @@ def params_gradient(kernel, Z, cotangents, params, wrt=WRT_ALL, xp=np) -> Params
     cotangents : Cotangents
     params : Params
         Where the gradient is taken (for :math:`\\lambda` and :math:`\\ell`).
-    wrt : iterable of {"penalty", "lengthscale", "centers"}
+    wrt : iterable of {"penalty", "lengthscale", "centers", "amplitude"}
         Fields to compute; the others are zeros.
     xp : module
         Array module of ``Z``.
@@ -237,8 +249,10 @@ def params_gradient(kernel, Z, cotangents, params, wrt=WRT_ALL, xp=np) -> Params
     Params
         :math:`\\partial\\mathcal{L}/\\partial\\log\\lambda = \\lambda g_\\lambda`,
         :math:`\\partial\\mathcal{L}/\\partial\\log\\ell = \\ell \\odot
-        \\partial\\mathcal{L}/\\partial\\ell` and
-        :math:`\\partial\\mathcal{L}/\\partial Z`, all float64.
+        \\partial\\mathcal{L}/\\partial\\ell`,
+        :math:`\\partial\\mathcal{L}/\\partial Z` and
+        :math:`\\partial\\mathcal{L}/\\partial\\log a` (``cotangents.log_amplitude``),
+        all float64.
 
     Notes
     -----
@@ -274,8 +288,10 @@ def params_gradient(kernel, Z, cotangents, params, wrt=WRT_ALL, xp=np) -> Params
     g_log_lam = (params.penalty * float(cotangents.penalty) + float(cotangents.log_penalty)
                  if "penalty" in wrt else 0.0)
     g_log_ell = ell * g_ell if "lengthscale" in wrt else np.zeros_like(ell)
+    g_log_amp = float(cotangents.log_amplitude) if "amplitude" in wrt else 0.0
     check_finite_grad(KernelGrad(g_ell, g_z, None), xp)  # a clear error, not a NaN step
-    return Params(np.asarray(g_log_lam, dtype=np.float64), g_log_ell.reshape(ell.shape), g_z)
+    return Params(np.asarray(g_log_lam, dtype=np.float64), g_log_ell.reshape(ell.shape), g_z,
+                  np.asarray(g_log_amp, dtype=np.float64))
 
 
 def _host(a) -> np.ndarray:
@@ -340,6 +356,9 @@ class Objective:
     """
 
     name = "objective"
+    #: Whether the value depends on the kernel amplitude ``params.amplitude`` (``sgpr``);
+    #: for the others its gradient is exactly zero.
+    uses_amplitude = False
     #: CPU engine that keeps its threads during an evaluation (see :mod:`nyhopt._threads`).
     cpu_engine = "pool"
 
@@ -367,13 +386,15 @@ class Objective:
         return _total(ev.terms)
 
     def value_and_grad(self, params, wrt=WRT_ALL):
-        """Value and gradient with respect to ``(log_penalty, log_lengthscale, centers)``.
+        """Value and gradient with respect to ``(log_penalty, log_lengthscale, centers, log_amplitude)``.
 
         Parameters
         ----------
         params : Params
-        wrt : iterable of {"penalty", "lengthscale", "centers"}
-            Fields of the gradient to compute; the others are returned as zeros.
+        wrt : iterable of {"penalty", "lengthscale", "centers", "amplitude"}
+            Fields of the gradient to compute; the others are returned as zeros
+            (``log_amplitude`` is zero anyway for the objectives that ignore
+            the amplitude, see :attr:`uses_amplitude`).
 
         Returns
         -------
@@ -431,8 +452,15 @@ class Objective:
         penalty = float(np.exp(log_lam.reshape(())))
         if not 0.0 < penalty < np.inf:
             raise ValueError(f"params.log_penalty={float(log_lam.reshape(()))} gives penalty {penalty}")
+        log_amp = np.asarray(params.log_amplitude, dtype=np.float64)
+        if log_amp.size != 1 or not np.isfinite(log_amp).all():
+            raise ValueError(f"params.log_amplitude must be one finite number, got {params.log_amplitude!r}")
+        amplitude = float(np.exp(log_amp.reshape(())))
+        if not 0.0 < amplitude < np.inf:
+            raise ValueError(f"params.log_amplitude={float(log_amp.reshape(()))} gives amplitude {amplitude}")
         kernel = self.kernel.with_lengthscale(np.exp(log_ell))
-        return EvalContext(params, kernel, penalty, Z.astype(self.X.dtype, copy=False), wrt, need_grad)
+        return EvalContext(params, kernel, penalty, Z.astype(self.X.dtype, copy=False), wrt, need_grad,
+                           amplitude)
 
     def _run(self, params, wrt, need_grad, return_ctx=False):
         ctx = self._context(params, wrt, need_grad)

@@ -1,12 +1,21 @@
-"""Titsias' sparse GP bound, SGPR (``"sgpr"``).
+"""Titsias' sparse GP bound, SGPR (``"sgpr"``), with a kernel amplitude.
 
-Definition (MATH.md, objective 5).  With the Nystrom kernel
-:math:`K_{ny} = K\\tilde K^{-1}K^T = A^TA`, :math:`S_n = K_{ny} + n\\lambda I`
-and :math:`T = \\mathrm{Tr}(K_{nn} - K_{ny})`:
+Definition (MATH.md, objective 5, with the amplitude of issue #13).  With the
+Nystrom kernel :math:`K_{ny} = K\\tilde K^{-1}K^T = A^TA`,
+:math:`S_n = K_{ny} + n\\lambda I` and :math:`T = \\mathrm{Tr}(K_{nn} - K_{ny})`:
 
 .. math::
-    \\mathcal{L}_{\\rm SGPR} = \\frac{1}{np}\\Big[p\\log\\det S_n
-        + \\mathrm{Tr}(Y^TS_n^{-1}Y) + \\frac{p\\,T}{n\\lambda}\\Big].
+    \\mathcal{L}_{\\rm SGPR} = \\frac{1}{np}\\Big[p\\,n\\log a + p\\log\\det S_n
+        + \\frac1a\\mathrm{Tr}(Y^TS_n^{-1}Y) + \\frac{p\\,T}{n\\lambda}\\Big].
+
+This is Titsias' collapsed bound of the model :math:`f \\sim GP(0, a k)` with
+noise variance :math:`\\sigma^2 = a n\\lambda`, negated, times :math:`2/(np)`,
+less the constant :math:`\\log 2\\pi`: the bound's covariance is
+:math:`aQ_{nn} + \\sigma^2 I = aS_n` and its trace term
+:math:`\\mathrm{Tr}(aK_{nn} - aQ_{nn})/\\sigma^2 = T/(n\\lambda)`.  The
+penalty keeps its meaning for the predictor (which does not depend on
+:math:`a`); at :math:`a = 1` (:math:`\\log a = 0`) the value is bit for bit
+the objective without amplitude.
 
 Computed with the m x m factorization: by the determinant lemma
 :math:`\\log\\det S_n = \\log\\det M + (n-m)\\log(n\\lambda)` with
@@ -15,8 +24,8 @@ Computed with the m x m factorization: by the determinant lemma
 :math:`\\mathrm{Tr}(Y^TS_n^{-1}Y) = F/(n\\lambda)` with the penalized fit
 :math:`F`.
 
-Named terms: ``log_det`` = :math:`\\log\\det S_n/n`, ``data_fit`` =
-:math:`F/(n^2p\\lambda)`, ``trace`` = :math:`T/(n^2\\lambda)`.
+Named terms: ``log_det`` = :math:`\\log\\det(aS_n)/n = \\log\\det S_n/n + \\log a`,
+``data_fit`` = :math:`F/(n^2p\\lambda a)`, ``trace`` = :math:`T/(n^2\\lambda)`.
 
 Gradient.  :math:`\\log\\det M = \\log\\det B - \\log\\det\\tilde K` with
 :math:`B = LML^T`, hence
@@ -32,11 +41,14 @@ n\\,\\mathrm{Tr}\\,M^{-1}`.  Then
 
 .. math::
     d\\mathcal{L} = \\frac1n d\\log\\det M + \\frac{n-m}{n\\lambda}d\\lambda
-      + \\frac{dF}{n^2p\\lambda} - \\frac{F}{n^2p\\lambda^2}d\\lambda
-      - \\frac{dQ}{n^2\\lambda} - \\frac{T}{n^2\\lambda^2}d\\lambda ,
+      + \\frac{dF}{n^2p\\lambda a} - \\frac{F}{n^2p\\lambda^2 a}d\\lambda
+      - \\frac{dQ}{n^2\\lambda} - \\frac{T}{n^2\\lambda^2}d\\lambda
+      + \\Big(1 - \\frac{F}{n^2p\\lambda a}\\Big)\\,d\\log a ,
 
 with :math:`dF`, :math:`dQ` (:math:`Q = \\mathrm{Tr}\\,K_{ny}`, :math:`dT = -dQ`)
-as in :mod:`nyhopt.objectives.prop`.
+as in :mod:`nyhopt.objectives.prop`.  The amplitude that minimizes the value
+at fixed :math:`(\\lambda, \\ell, Z)` is :math:`a^* = F/(n^2p\\lambda) =
+\\mathrm{Tr}(Y^TS_n^{-1}Y)/(np)`.
 """
 from __future__ import annotations
 
@@ -58,7 +70,7 @@ class SGPR(Objective):
     kernel : str or Kernel, default "gaussian"
     noise_variance : float, default 1.0
         Accepted for a uniform interface (the noise variance of SGPR is
-        :math:`n\\lambda`).
+        :math:`a n\\lambda`, with the amplitude :math:`a` = ``params.amplitude``).
     random_state : None
         Accepted for a uniform interface.
 
@@ -75,17 +87,18 @@ class SGPR(Objective):
     """
 
     name = "sgpr"
+    uses_amplitude = True
 
     def _evaluate(self, ctx):
-        xp, n, p, lam = self.xp, self.n, self.p, ctx.penalty
+        xp, n, p, lam, a = self.xp, self.n, self.p, ctx.penalty, ctx.amplitude
         fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp)
         m = fac.L.shape[0]
         f = fit(fac, self.Y, xp)
         T = trace_knn(ctx.kernel, self.X, xp) - trace_nystrom(fac, xp)
         nl = fac.n_lam
         terms = {
-            "log_det": (logdet_M(fac, xp) + (n - m) * math.log(nl)) / n,
-            "data_fit": f.fit / (n * p * nl),
+            "log_det": (logdet_M(fac, xp) + (n - m) * math.log(nl)) / n + math.log(a),
+            "data_fit": f.fit / (n * p * nl) / a,
             "trace": T / (n * nl),
         }
         if not ctx.need_grad:
@@ -94,6 +107,7 @@ class SGPR(Objective):
         b.add_logdet_M(1.0 / n)
         # d/dlog(lam) of the parts (n - m) log(n lam) / n, data_fit and trace (both ~ 1/lam)
         b.add_log_penalty((n - m) / n - terms["data_fit"] - terms["trace"])
-        b.add_fit(1.0 / (n * p * nl))
+        b.add_fit(1.0 / (n * p * nl) / a)
         b.add_trace_nystrom(-1.0 / (n * nl))
-        return Evaluation(terms, b.cotangents(self.X))
+        cot = b.cotangents(self.X)._replace(log_amplitude=1.0 - terms["data_fit"])
+        return Evaluation(terms, cot)

@@ -117,16 +117,19 @@ from ._base import Cotangents, Evaluation, KernelCotangent, Objective
 from ._trace import (
     PROBE_KINDS,
     TraceProbes,
-    as_generator,
-    draw_probes,
-    hutchinson_probes,
+    derive_seed,
     hutchpp_probes,
+    keyed_generator,
+    probe_rows,
+    sample_rows,
 )
 
 __all__ = [
     "StochasticProp",
     "SolveRecord",
     "cholesky_adjoint",
+    "trace_rows",
+    "row_sample",
     "DEFAULT_TOL",
     "DEFAULT_MAXITER",
     "DEFAULT_MIN_ROWS",
@@ -139,6 +142,9 @@ DEFAULT_TOL = 1e-4
 DEFAULT_MIN_ROWS = 5000
 #: Default maximal number of CG iterations per step.
 DEFAULT_MAXITER = 200
+
+#: Streams of the objective's seed (:func:`~nyhopt.objectives._trace.keyed_generator`).
+STREAM_PROBES, STREAM_ROWS, STREAM_HUTCHPP, STREAM_SKETCH = 0, 1, 2, 3
 
 _NORMALIZATIONS = ("released", "paper")
 _TRACE_ESTIMATORS = ("rows", "hutchinson")
@@ -183,6 +189,39 @@ def _choice(value, name, options):
     if value not in options:
         raise ValueError(f"{name} must be one of {options}, got {value!r}")
     return value
+
+
+class _UPass(NamedTuple):
+    """What the pass ``u = Knm a`` returns: ``u`` (or a handle to it), the normal products, statistics."""
+
+    u: object
+    KtKa: object
+    KtW: object
+    wu: object  # sum_i W_ij u_ij per column (float64)
+    uu: object  # sum_i u_ij^2
+    rr: object  # sum_i (W_ij - u_ij)^2
+    ww: object  # sum_i W_ij^2
+
+
+def column_stats(W, u, xp, plain=False):
+    """Per-column float64 sums ``(W.u, u.u, (W-u).(W-u), W.W or None)`` of ``W`` and ``u = Knm a``.
+
+    ``W.W`` only when ``plain`` (the plain value form needs it, the energy form does not).
+    """
+    W64, u64 = W.astype(xp.float64, copy=False), u.astype(xp.float64, copy=False)
+    r = W64 - u64
+    return (xp.sum(W64 * u64, axis=0), xp.sum(u64 * u64, axis=0), xp.sum(r * r, axis=0),
+            xp.sum(W64 * W64, axis=0) if plain else None)
+
+
+def trace_rows(n, m, n_rows=None):
+    """Rows ``q`` of the trace-gap sample: ``n_rows``, or ``max(m, DEFAULT_MIN_ROWS)``, at most ``n``."""
+    return min(n, max(m, DEFAULT_MIN_ROWS)) if n_rows is None else min(n, n_rows)
+
+
+def row_sample(seed, n, q):
+    """The sorted trace-gap rows (int64, host) of a stoch-prop seed: ``O(q)`` memory, no permutation."""
+    return sample_rows(n, q, keyed_generator(seed, STREAM_ROWS))
 
 
 def cholesky_adjoint(T, C, xp):
@@ -239,8 +278,8 @@ class StochasticProp(Objective):
         Columns of the Hutch++ sketch (default ``n_probes // 2``, at most ``n``).
     n_rows : int, optional
         Rows :math:`q` for the row-sampling estimate of :math:`T`; default
-        ``min(n, max(m, 5000))``.  The rows are the first ``q`` of a random
-        permutation drawn at construction.
+        ``min(n, max(m, 5000))``.  The rows are a uniform sample of ``q``
+        distinct rows keyed by the seed and ``q`` (:func:`row_sample`).
     tol : float, default 1e-4
         Relative residual tolerance of the Falkon CG solve (the choice is
         explained in ``docs/stochastic.md``: the gradient needs it, the value
@@ -273,12 +312,19 @@ class StochasticProp(Objective):
     noise_variance : float, default 1.0
         :math:`s^2`.
     random_state : int, Generator or None
-        Seed of the probes, the sampled rows and the Hutch++ sketch.
+        Seed of the probes, the sampled rows and the Hutch++ sketch; one
+        integer :attr:`seed` is derived from it and every random quantity
+        comes from counter-based streams of that seed
+        (:func:`~nyhopt.objectives._trace.probe_rows`), so that the probes do
+        not depend on how the rows are chunked (the Dask path draws the same
+        probes block by block on the workers).
 
     Attributes
     ----------
     probes : TraceProbes or None
         The fixed probes of :math:`D` (None for Hutch++ until the first evaluation).
+    seed : int
+        The integer seed of every random stream of this objective.
     last_solve : SolveRecord or None
         Record of the Falkon solve of the last evaluation.
     last_terms : dict or None
@@ -352,6 +398,30 @@ class StochasticProp(Objective):
         random_state=None,
     ):
         super().__init__(X, y, kernel, noise_variance=noise_variance, random_state=random_state)
+        self._set_options(n_probes, probes, trace_estimator, effective_dimension_estimator, sketch_size,
+                          n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, kernel_cache)
+
+        # Everything random comes from one seed through counter-based streams (_trace.probe_rows):
+        # the same probes and rows for any chunking of the data (the Dask path draws them per block).
+        self.seed = derive_seed(random_state)
+        xp, n, dt = self.xp, self.n, self.X.dtype
+        if self.effective_dimension_estimator == "hutchinson":
+            R = probe_rows(self.seed, self.n_probes, 0, n, self.probe_kind, stream=STREAM_PROBES, dtype=dt, xp=xp)
+            self.probes = TraceProbes(R, np.full(self.n_probes, 1.0 / self.n_probes), "hutchinson", 0)
+            self._G = None
+        else:
+            self.probes = None
+            self._G = probe_rows(self.seed, self.n_probes - self.sketch_size, 0, n, self.probe_kind,
+                                 stream=STREAM_HUTCHPP, dtype=dt, xp=xp)
+        self._W = None if self.probes is None else self._stack(self.probes)
+        self._beta = None
+        self._rows_cache = None
+        self.last_solve = None
+        self.last_terms = None
+
+    def _set_options(self, n_probes, probes, trace_estimator, effective_dimension_estimator, sketch_size,
+                     n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, kernel_cache):
+        """Validate and store the options (``self.n`` must be set)."""
         self.n_probes = _count(n_probes, "n_probes")
         self.probe_kind = _choice(probes, "probes", PROBE_KINDS)
         self.trace_estimator = _choice(trace_estimator, "trace_estimator", _TRACE_ESTIMATORS)
@@ -387,23 +457,6 @@ class StochasticProp(Objective):
         else:
             self.sketch_size = 0
 
-        # Everything random is drawn here, in a fixed order, from one generator.
-        rng = as_generator(random_state)
-        xp, n, dt = self.xp, self.n, self.X.dtype
-        self._row_order = rng.permutation(n) if self.trace_estimator == "rows" else None
-        if self.effective_dimension_estimator == "hutchinson":
-            self.probes = hutchinson_probes(n, self.n_probes, self.probe_kind, rng, dt, xp)
-            self._G = None
-        else:
-            self.probes = None
-            self._G = draw_probes(n, self.n_probes - self.sketch_size, self.probe_kind, rng, dt, xp)
-        self._sketch_seed = int(rng.integers(2**63 - 1))
-        self._W = None if self.probes is None else self._stack(self.probes)
-        self._beta = None
-        self._rows_cache = None
-        self.last_solve = None
-        self.last_terms = None
-
     # -- state --------------------------------------------------------------------------------
     def reset(self):
         """Forget the warm start (and the Hutch++ sketch, rebuilt at the next evaluation)."""
@@ -422,7 +475,7 @@ class StochasticProp(Objective):
         if self.probes is not None:
             return
         xp = self.xp
-        rng = np.random.default_rng(self._sketch_seed)
+        rng = keyed_generator(self.seed, STREAM_SKETCH)
         omega = xp.asarray(rng.standard_normal((Z.shape[0], self.sketch_size))).astype(self.X.dtype)
         sketch = kmv(kernel, self.X, Z, omega) if cache is None else cache.kmv(omega)
         self.probes = hutchpp_probes(sketch, self._G, xp=xp, dtype=self.X.dtype)
@@ -430,9 +483,9 @@ class StochasticProp(Objective):
         self._beta = None
 
     def _rows(self, m):
-        q = min(self.n, max(m, DEFAULT_MIN_ROWS)) if self.n_rows is None else min(self.n, self.n_rows)
+        q = trace_rows(self.n, m, self.n_rows)
         if self._rows_cache is None or self._rows_cache[0] != q:
-            idx = np.sort(self._row_order[:q])
+            idx = row_sample(self.seed, self.n, q)
             self._rows_cache = (q, self.X[self.xp.asarray(idx)])
         return self._rows_cache[1]
 
@@ -443,17 +496,17 @@ class StochasticProp(Objective):
         m = Z.shape[0]
         precond = FalkonPreconditioner(kernel, Z, lam, self.n, dtype=X.dtype)
         beta0 = self._beta if self.warm_start else None
-        if beta0 is not None and beta0.shape != (m, W.shape[1]):
+        n_rhs = len(self.probes.weights) + self.p
+        if beta0 is not None and beta0.shape != (m, n_rhs):
             beta0 = None
         rhs = None
         if self.trace_estimator == "hutchinson":  # Knm^T V is needed for Tr Kt
             rhs = (kmtv(kernel, X, Z, W) if cache is None else cache.kmtv(W)).astype(xp.float64, copy=False)
-        res = falkon_solve(kernel, X, Z, W, lam, tol=self.tol, maxiter=self.maxiter, beta0=beta0,
-                           precond=precond, rhs=rhs, warn=False, cache=cache)
+        res = self._falkon(kernel, Z, lam, W, beta0, precond, rhs, cache)
         cg = res.cg
         residual = float(cg.residual_norms[-1]) if len(cg.residual_norms) else float("nan")
         self.last_solve = SolveRecord(int(cg.iterations), residual, bool(cg.converged), beta0 is not None,
-                                      int(W.shape[1]))
+                                      n_rhs)
         if not cg.converged:
             warnings.warn(
                 f"stoch-prop: the Falkon solve stopped at maxiter={self.maxiter} with relative residual "
@@ -464,6 +517,40 @@ class StochasticProp(Objective):
         if self.warm_start:
             self._beta = res.beta
         return res.alpha, precond, rhs
+
+    def _u_pass(self, kernel, Z, a, whitened, cache):
+        """The pass ``u = Knm a`` with its column statistics (and ``Knm^T u``, ``Knm^T W`` if ``whitened``)."""
+        xp, X, W = self.xp, self.X, self._W
+        a_dt = a.astype(X.dtype, copy=False)
+        KtKa = KtW = None
+        if whitened:
+            KtKa, KtW, u = (normal_matvec(kernel, X, Z, a_dt, W, kv=True) if cache is None
+                            else cache.normal_matvec(a_dt, W, kv=True))
+        else:
+            u = kmv(kernel, X, Z, a_dt) if cache is None else cache.kmv(a_dt)
+        return _UPass(u, KtKa, KtW, *column_stats(W, u, xp, self.value_form == "plain"))
+
+    def _data_cotangent(self, st, beta, a, extra=None):
+        """Cotangent ``P Q^T`` on ``k(X, Z)``: ``P = 2 (W - u) diag(beta)``, ``Q = a``.
+
+        ``extra = (omega, Gam)`` appends the columns ``V diag(omega)`` to ``P``
+        and ``Gam`` to ``Q`` (Hutchinson's trace gap).
+        """
+        xp, X, W = self.xp, self.X, self._W
+        f64 = xp.float64
+        P = (2.0 * (W.astype(f64, copy=False) - st.u.astype(f64, copy=False))) * beta[None, :]
+        Q = a
+        if extra is not None:
+            omega, Gam = extra
+            k = omega.shape[0]
+            P = xp.concatenate([P, W[:, :k].astype(f64) * omega[None, :]], axis=1)
+            Q = xp.concatenate([a, Gam], axis=1)
+        return KernelCotangent(X, P=P.astype(X.dtype, copy=False), Q=Q.astype(X.dtype, copy=False))
+
+    def _falkon(self, kernel, Z, lam, W, beta0, precond, rhs, cache):
+        """The Falkon solve with right-hand sides ``Knm^T W`` (a hook: the Dask path solves on the cluster)."""
+        return falkon_solve(kernel, self.X, Z, W, lam, tol=self.tol, maxiter=self.maxiter, beta0=beta0,
+                            precond=precond, rhs=rhs, warn=False, cache=cache)
 
     def _trace_gap(self, kernel, Z, rhs, weights, k):
         """``T = Tr(Knn - Kt)`` and what its cotangents need."""
@@ -492,31 +579,23 @@ class StochasticProp(Objective):
         cache = CachedKernel(kernel, X, Z) if self.kernel_cache else None
         self._ensure_probes(kernel, Z, cache)
         probes, W = self.probes, self._W
-        k = probes.n_vectors
+        k = len(probes.weights)
         weights = xp.asarray(probes.weights, dtype=f64)
 
         a, precond, rhs = self._solve(kernel, Z, lam, W, cache)
 
         # Quadratic forms from u = Knm a; the whitened gradient's Knm^T (W - u) comes from the same pass.
         whitened = ctx.need_grad and self.gradient == "whitened"
-        a_dt = a.astype(X.dtype, copy=False)
-        if whitened:
-            KtKa, KtW, u = (normal_matvec(kernel, X, Z, a_dt, W, kv=True) if cache is None
-                            else cache.normal_matvec(a_dt, W, kv=True))
-        else:
-            u = kmv(kernel, X, Z, a_dt) if cache is None else cache.kmv(a_dt)
+        st = self._u_pass(kernel, Z, a, whitened, cache)
         del cache  # n x m: not needed by the adjoint (it evaluates the kernel derivative)
-        W64, u64 = W.astype(f64, copy=False), u.astype(f64, copy=False)
         b = precond.T @ a  # whitened coefficients; ||b_j||^2 = a_j^T (Kmm + eps m I) a_j
         bb = xp.sum(b * b, axis=0)
-        Wu = xp.sum(W64 * u64, axis=0)
         if self.value_form == "energy":
-            q = 2.0 * Wu - xp.sum(u64 * u64, axis=0) - c * bb
-            resid_Y = W64[:, k:] - u64[:, k:]
-            F = float(xp.sum(resid_Y * resid_Y)) + c * float(xp.sum(bb[k:]))
+            q = 2.0 * st.wu - st.uu - c * bb
+            F = float(xp.sum(st.rr[k:])) + c * float(xp.sum(bb[k:]))
         else:
-            q = Wu
-            F = float(xp.sum(W64[:, k:] * W64[:, k:])) - float(xp.sum(q[k:]))
+            q = st.wu
+            F = float(xp.sum(st.ww[k:])) - float(xp.sum(q[k:]))
         D = float(xp.sum(weights * q[:k]))
         T, tr = self._trace_gap(kernel, Z, rhs, weights, k)
 
@@ -533,10 +612,8 @@ class StochasticProp(Objective):
 
         # Cotangents: column weights beta_j = d value / d q_j.
         beta = xp.concatenate([2.0 * s2 / n * weights, xp.full(p, -scale * g, dtype=f64)])
-        P = (2.0 * (W64 - u64)) * beta[None, :]
-        Qf = a
         if whitened:
-            s_hat = solve_triangular(precond.T, KtW.astype(f64) - KtKa.astype(f64), xp, trans=True)
+            s_hat = solve_triangular(precond.T, st.KtW.astype(f64) - st.KtKa.astype(f64), xp, trans=True)
             G_mm = cholesky_adjoint(precond.T, -2.0 * (s_hat * beta[None, :]) @ a.T, xp)
         else:
             G_mm = -c * ((a * beta[None, :]) @ a.T)
@@ -546,6 +623,7 @@ class StochasticProp(Objective):
         gamma_T = scale * F / kappa
         Lt, XQ, A_T = tr
         nm = []
+        extra = None
         if self.trace_estimator == "rows":
             ratio = n / XQ.shape[0]
             Gam = solve_lower_inplace(Lt.T, A_T, xp, trans=True)  # (Kmm + eps I)^{-1} K_mQ (A_T is ours)
@@ -553,9 +631,8 @@ class StochasticProp(Objective):
             nm.append(KernelCotangent(XQ, G=(-2.0 * gamma_T * ratio) * Gam.T))
         else:
             Gam = solve_triangular(Lt, A_T, xp)  # (Kmm + eps I)^{-1} Kmn v_j
-            P = xp.concatenate([P, (-2.0 * gamma_T) * W64[:, :k] * weights[None, :]], axis=1)
-            Qf = xp.concatenate([a, Gam], axis=1)
+            extra = ((-2.0 * gamma_T) * weights, Gam)
             G_mm = G_mm + gamma_T * ((Gam * weights[None, :]) @ Gam.T)
-        nm.insert(0, KernelCotangent(X, P=P.astype(X.dtype, copy=False), Q=Qf.astype(X.dtype, copy=False)))
+        nm.insert(0, self._data_cotangent(st, beta, a, extra))
         return Evaluation(terms, Cotangents(nm=tuple(nm), mm=0.5 * (G_mm + G_mm.T), penalty=g_lam,
                                             log_penalty=g_log_lam))

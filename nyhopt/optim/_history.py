@@ -33,6 +33,9 @@ class TuneRecord(NamedTuple):
     time : float
         Seconds spent in the optimization (objective, gradient, update) up to
         this evaluation, error tracking excluded.
+    amplitude : float, default 1.0
+        Kernel amplitude :math:`a` (signal variance); stays 1 for the
+        objectives that ignore it.
     """
 
     epoch: int
@@ -43,6 +46,7 @@ class TuneRecord(NamedTuple):
     train_error: float
     validation_error: float
     time: float
+    amplitude: float = 1.0
 
 
 class History(Sequence):
@@ -51,7 +55,8 @@ class History(Sequence):
     Index it like a list (``history[-1]`` is a :class:`TuneRecord`) or read a
     whole column as an array: ``history.objective``, ``history.penalty``,
     ``history.lengthscale`` (shape (epochs, 1 or d)), ``history.train_error``,
-    ``history.validation_error``, ``history.time``, ``history.epoch``;
+    ``history.validation_error``, ``history.time``, ``history.epoch``,
+    ``history.amplitude``;
     ``history.term(name)`` gives one term of the objective.
 
     Examples

@@ -29,7 +29,7 @@ from ..params import Params
 
 __all__ = ["AdamState", "init", "update"]
 
-_FIELDS = ("log_penalty", "log_lengthscale", "centers")
+_FIELDS = ("log_penalty", "log_lengthscale", "centers", "log_amplitude")
 
 
 class AdamState(NamedTuple):
@@ -108,9 +108,9 @@ def _check_hyper(lr, b1, b2, eps):
 
 
 def _normalize_mask(mask):
-    """Return a tuple of three mask entries (None means "update everything")."""
+    """Return a tuple of one mask entry per field (None means "update everything")."""
     if mask is None:
-        return (None, None, None)
+        return (None,) * len(_FIELDS)
     if isinstance(mask, Params):
         return tuple(mask)
     if isinstance(mask, dict):
@@ -146,7 +146,8 @@ def update(grads: Params, state: AdamState, params: Params, lr=0.05, b1=0.9, b2=
         :math:`\epsilon \ge 0` added to :math:`\sqrt{\hat v_t}`.
     mask : None, Params or dict, optional
         Which entries to update.  ``None`` updates everything.  A ``Params`` or a
-        dict ``{"log_penalty": ..., "log_lengthscale": ..., "centers": ...}``
+        dict ``{"log_penalty": ..., "log_lengthscale": ..., "centers": ...,
+        "log_amplitude": ...}``
         whose values are booleans or boolean arrays broadcastable to the
         field's shape (``True`` = update; missing dict keys are ``True``).
         Masked-out entries keep their value and their moments unchanged, as if
@@ -211,6 +212,9 @@ def update(grads: Params, state: AdamState, params: Params, lr=0.05, b1=0.9, b2=
                 f"shape mismatch in field {name!r}: params {p.shape}, grads {g.shape}, "
                 f"state {m.shape}/{v.shape}"
             )
+        if keep is False:  # a frozen field (e.g. the amplitude of an objective that ignores it)
+            new_p.append(p.copy()), new_m.append(m.copy()), new_v.append(v.copy())
+            continue
         m1 = b1 * m + (1.0 - b1) * g
         v1 = b2 * v + (1.0 - b2) * (g * g)
         m_hat = m1 / c1

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._validation import check_labels, check_lengthscale, check_matrix, check_real
 from ..backend import as_native, get_namespace
-from ..distributed._detect import any_dask_array, refuse_dask_objective
+from ..distributed._detect import any_dask_array
 from ..kernels import Kernel, make_kernel
 from ..params import Params
 from . import adam
@@ -39,7 +39,7 @@ from ._tracking import ErrorTracker, choose_solver
 __all__ = ["tune", "TuneResult", "TuneRecord", "History", "FIELDS", "default_noise_variance"]
 
 #: Names accepted by ``freeze``.
-FIELDS = ("penalty", "lengthscale", "centers")
+FIELDS = ("penalty", "lengthscale", "centers", "amplitude")
 
 
 class TuneResult(NamedTuple):
@@ -67,6 +67,10 @@ class TuneResult(NamedTuple):
         ``"regression"`` or ``"classification"``.
     elapsed : float
         Wall-clock seconds of the whole call.
+    candidates : tuple of Candidate
+        With a list ``objective``: one record per candidate (name, validation
+        error, best objective value, best epoch, epochs run, stop reason,
+        params, history, elapsed), in the given order; ``()`` otherwise.
 
     Examples
     --------
@@ -89,6 +93,7 @@ class TuneResult(NamedTuple):
     stop_reason: str
     task: str
     elapsed: float
+    candidates: tuple = ()
 
 
 # ----------------------------------------------------------------------------- argument checks
@@ -195,7 +200,7 @@ def _build_objective(objective, X, enc, kernel, random_state, options):
     return make_objective(objective, X, enc.Y, kernel=kernel, **options)
 
 
-def _final_model(task, kernel, params, X, y, dtype, solver):
+def _final_model(task, kernel, params, X, y, dtype, solver, client=None):
     from ..estimator import NystromKRR, NystromKRRClassifier
 
     kw = dict(kernel=kernel.with_lengthscale(params.lengthscale.copy()), penalty=params.penalty,
@@ -206,7 +211,7 @@ def _final_model(task, kernel, params, X, y, dtype, solver):
         model = NystromKRR(normalize_y=True, **kw)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)  # column-vector y etc.
-        return model.fit(X, y)
+        return model.fit(X, y) if client is None else model.fit(X, y, client=client)
 
 
 # ----------------------------------------------------------------------------- tune
@@ -216,7 +221,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
          random_state=0, validation=None, progress=True, *, penalty=None, lengthscale=None,
          freeze=(), patience=10, min_delta=0.0, callback=None, task="auto", dtype=None,
          objective_options=None, solver="auto", record_terms=True, track_errors=None,
-         b1=0.9, b2=0.999, eps=1e-8) -> TuneResult:
+         b1=0.9, b2=0.999, eps=1e-8, client=None) -> TuneResult:
     r"""Tune penalty, lengthscales and centers of N-KRR by Adam on an objective.
 
     Parameters
@@ -228,9 +233,17 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         command line do it for you).
     y : array of shape (n,) or (n, p)
         Targets: values (regression) or class labels (classification).
-    objective : str, default "prop"
+    objective : str or list of str, default "prop"
         "holdout", "loocv", "gcv", "creg", "sgpr", "prop" or "stoch-prop"
-        (see :func:`nyhopt.make_objective`).
+        (see :func:`nyhopt.make_objective`).  A list (e.g. ``["prop", "sgpr",
+        "gcv"]``) chooses by validation error, which needs ``validation``:
+        each candidate is tuned from the same start on the training part, the
+        one whose tuned model has the lowest validation error wins (the first
+        on ties) and the final model is refitted with its hyperparameters on
+        all the data: training and validation rows for a fraction, ``(X, y)``
+        for an explicit ``(X_val, y_val)``.  ``candidates`` in the result says
+        what each reached; ``callback`` and the progress bar see every
+        candidate's epochs in turn.
     centers : int or array of shape (m, d), default 100
         Number of Nystrom centers (a random subset of the rows of ``X``) or
         the initial centers themselves.
@@ -249,7 +262,8 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     validation : None, float or tuple (X_val, y_val), optional
         Data on which to track the error at every epoch; a float in (0, 1)
         holds out that fraction of ``(X, y)`` at random (the model is then
-        tuned and fitted on the rest).  Only tracked, never used to choose.
+        tuned and fitted on the rest).  Only tracked, never used to choose,
+        unless ``objective`` is a list (then required).
     progress : bool, default True
         Show a progress bar on stderr when it is a terminal.
     penalty : float, optional
@@ -257,8 +271,12 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     lengthscale : float or array of shape (d,), optional
         Initial :math:`\ell`; default the median heuristic, the same in every
         dimension (the paper's choice).
-    freeze : iterable of {"penalty", "lengthscale", "centers"}, default ()
-        Hyperparameters kept at their initial value.
+    freeze : iterable of {"penalty", "lengthscale", "centers", "amplitude"}, default ()
+        Hyperparameters kept at their initial value.  The kernel amplitude
+        (``params.amplitude``, starting at 1) is learned only by the
+        objectives whose value depends on it (``sgpr``; the others ignore it
+        and keep it at 1); ``freeze=("amplitude",)`` keeps it at 1 for
+        ``sgpr`` too, which gives the SGPR objective without amplitude.
     patience : int or None, default 10
         Stop when the objective has not improved by more than ``min_delta``
         for this many consecutive steps (None: never stop early).
@@ -289,13 +307,17 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         epoch); default True when ``validation`` is given, else False.
     b1, b2, eps : float
         Adam's constants (defaults of Kingma & Ba).
+    client : distributed.Client, optional
+        For dask arrays ``X``, ``y`` (objective "stoch-prop", regression):
+        the cluster to run on; default the current client.  Refused for
+        in-memory data.  See ``docs/scaling-out.md``.
 
     Returns
     -------
     TuneResult
         ``model`` (fitted with the best hyperparameters), ``params``,
         ``history``, ``objective``, ``best_epoch``, ``stop_reason``, ``task``,
-        ``elapsed``.
+        ``elapsed``, ``candidates``.
 
     Raises
     ------
@@ -331,6 +353,11 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     >>> res.model.predict(X[:2]).shape, res.params.lengthscale.shape
     ((2,), (2,))
     """
+    if not isinstance(objective, str):
+        arguments = dict(locals())  # every argument, by name
+        from ._select import tune_by_validation
+
+        return tune_by_validation(tune, arguments)
     t_start = time.perf_counter()
     epochs = _check_int(epochs, "epochs", 0)
     if patience is not None:
@@ -343,47 +370,61 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         raise TypeError(f"callback must be callable, got {callback!r}")
     if not isinstance(objective, str):
         raise TypeError(f"objective must be a name (str), got {type(objective).__name__}")
-    if any_dask_array(X, y):
-        refuse_dask_objective(objective)
+    dask = any_dask_array(X, y)
+    if client is not None and not dask:
+        raise ValueError("client is only used with dask arrays X, y; leave it out for in-memory data")
     if not isinstance(kernel, (str, Kernel)):
         raise TypeError(f"kernel must be a name or a Kernel instance, got {kernel!r}")
     if objective_options is not None and not isinstance(objective_options, dict):
         raise TypeError(f"objective_options must be a dict, got {type(objective_options).__name__}")
 
     rng = as_generator(random_state)
-    X, y = as_native(X, "X"), as_native(y, "y")
-    xp = get_namespace(X, y if hasattr(y, "shape") else None)
-    y = check_labels(y, "y")  # before any work: mixed label types fail here, not after tuning
-    X = check_matrix(X, "X", xp, dtype=dtype, min_rows=2)
-    dtype = X.dtype
-    task = resolve_task(y, task)
+    if dask:  # the same setup, nothing n-sized on the driver (nyhopt.distributed.tune)
+        from ..distributed.tune import setup_dask
 
-    X_val = y_val = None
-    if validation is not None:
-        if isinstance(validation, numbers.Real) and not isinstance(validation, bool):
-            X, y, X_val, y_val = _split_validation(X, y, float(validation), rng, xp)
-        elif isinstance(validation, (tuple, list)) and len(validation) == 2:
-            X_val, y_val = as_native(validation[0], "validation X"), as_native(validation[1], "validation y")
-            get_namespace(X, X_val)
-            X_val = check_matrix(X_val, "validation X", xp, dtype=dtype, n_features=X.shape[1])
-            if len(y_val) != X_val.shape[0]:
-                raise ValueError(f"validation y has {len(y_val)} rows but validation X has {X_val.shape[0]}")
-        else:
-            raise TypeError("validation must be None, a fraction in (0, 1) or a tuple (X_val, y_val)")
-    if track_errors is None:
-        track_errors = X_val is not None
+        X, y, X_val, task, enc, params, template, obj, solver, tracker, client = setup_dask(
+            X, y, objective=objective, centers=centers, penalty=penalty, lengthscale=lengthscale, kernel=kernel,
+            ard=ard, rng=rng, validation=validation, task=task, dtype=dtype, solver=solver,
+            objective_options=objective_options, track_errors=track_errors, client=client)
+        dtype = X.dtype
+    else:
+        X, y = as_native(X, "X"), as_native(y, "y")
+        xp = get_namespace(X, y if hasattr(y, "shape") else None)
+        y = check_labels(y, "y")  # before any work: mixed label types fail here, not after tuning
+        X = check_matrix(X, "X", xp, dtype=dtype, min_rows=2)
+        dtype = X.dtype
+        task = resolve_task(y, task)
 
-    enc = encode_targets(y, task, X.shape[0], xp, dtype)
-    params = _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, xp)
-    template = make_kernel(kernel, params.lengthscale)
-    obj_seed = int(rng.integers(0, 2**31 - 1))
-    obj = _build_objective(objective, X, enc, template, obj_seed, objective_options)
-    solver = choose_solver(solver, X.shape[0], params.n_centers)
-    tracker = ErrorTracker(X, enc, y, X_val, y_val, template, dtype, solver) if track_errors else None
+        X_val = y_val = None
+        if validation is not None:
+            if isinstance(validation, numbers.Real) and not isinstance(validation, bool):
+                X, y, X_val, y_val = _split_validation(X, y, float(validation), rng, xp)
+            elif isinstance(validation, (tuple, list)) and len(validation) == 2:
+                X_val, y_val = as_native(validation[0], "validation X"), as_native(validation[1], "validation y")
+                get_namespace(X, X_val)
+                X_val = check_matrix(X_val, "validation X", xp, dtype=dtype, n_features=X.shape[1])
+                if len(y_val) != X_val.shape[0]:
+                    raise ValueError(f"validation y has {len(y_val)} rows but validation X has {X_val.shape[0]}")
+            else:
+                raise TypeError("validation must be None, a fraction in (0, 1) or a tuple (X_val, y_val)")
+        if track_errors is None:
+            track_errors = X_val is not None
 
+        enc = encode_targets(y, task, X.shape[0], xp, dtype)
+        params = _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, xp)
+        template = make_kernel(kernel, params.lengthscale)
+        obj_seed = int(rng.integers(0, 2**31 - 1))
+        obj = _build_objective(objective, X, enc, template, obj_seed, objective_options)
+        solver = choose_solver(solver, X.shape[0], params.n_centers)
+        tracker = ErrorTracker(X, enc, y, X_val, y_val, template, dtype, solver) if track_errors else None
+
+    if not obj.uses_amplitude:
+        freeze = freeze | {"amplitude"}
+    if freeze == set(FIELDS):
+        raise ValueError(f"freeze leaves nothing to tune: objective {obj.name!r} ignores the amplitude")
     wrt = tuple(f for f in FIELDS if f not in freeze)
     mask = {"log_penalty": "penalty" not in freeze, "log_lengthscale": "lengthscale" not in freeze,
-            "centers": "centers" not in freeze}
+            "centers": "centers" not in freeze, "log_amplitude": "amplitude" not in freeze}
     state = adam.init(params)
     history = History()
     best_value, best_params, best_epoch = math.inf, params, 0
@@ -416,7 +457,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
             terms = dict(obj.last_terms or {}) if record_terms else {}
             train_err, val_err = tracker(params) if tracker is not None else (math.nan, math.nan)
             record = TuneRecord(epoch, float(value), terms, params.penalty, params.lengthscale,
-                                train_err, val_err, t_opt)
+                                train_err, val_err, t_opt, params.amplitude)
             history.append(record)
             if value < best_value - min_delta:
                 stale = 0
@@ -446,6 +487,6 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         if bar is not None:
             bar.close()
 
-    model = _final_model(task, template, best_params, X, y, dtype, solver)
+    model = _final_model(task, template, best_params, X, y, dtype, solver, client)
     return TuneResult(model, best_params, history, obj, best_epoch, stop_reason, task,
                       time.perf_counter() - t_start)

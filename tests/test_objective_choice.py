@@ -1,0 +1,244 @@
+"""Choosing the objective by validation error: tune(objective=[...], validation=...) (issue #13)."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import nyhopt as nh
+from nyhopt.cli import main
+from nyhopt.io import load_model
+from nyhopt.optim import tune
+from nyhopt.optim import _select
+
+NAMES = ["prop", "sgpr", "gcv"]
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-1.5, 1.5, size=(240, 3))
+    y = 4.0 + 2.0 * np.sin(3 * X[:, 0]) + X[:, 1] ** 2 + 0.2 * rng.normal(size=240)
+    return X, y
+
+
+def _quick(X, y, **kw):
+    kw.setdefault("centers", 12)
+    kw.setdefault("epochs", 4)
+    kw.setdefault("progress", False)
+    kw.setdefault("random_state", 0)
+    return tune(X, y, **kw)
+
+
+def _same_params(a, b):
+    return (np.array_equal(a.log_penalty, b.log_penalty) and np.array_equal(a.log_lengthscale, b.log_lengthscale)
+            and np.array_equal(a.centers, b.centers))
+
+
+def _independent_model(params, X, y):
+    return nh.NystromKRR(nh.GaussianKernel(params.lengthscale), penalty=params.penalty, centers=params.centers,
+                         solver="direct", normalize_y=True).fit(X, y)
+
+
+def _rmse(a, b):
+    return float(np.sqrt(np.mean((a - b) ** 2)))
+
+
+# ----------------------------------------------------------------------------- the str path is untouched
+
+
+def test_single_name_has_no_candidates_and_matches_a_list_of_one(data):
+    X, y = data
+    val = (X[:60], y[:60])
+    single = _quick(X[60:], y[60:], objective="prop", validation=val)
+    assert single.candidates == () and single.objective.name == "prop"
+    listed = _quick(X[60:], y[60:], objective=["prop"], validation=val)
+    # Same split, start and seed: the one candidate is the str run.
+    assert _same_params(single.params, listed.params)
+    np.testing.assert_array_equal(single.history.objective, listed.history.objective)
+    np.testing.assert_array_equal(single.model.predict(X), listed.model.predict(X))
+    # The first eight fields unpack as before the new field existed.
+    model, params, history, objective, best_epoch, stop_reason, task, elapsed = single[:8]
+    assert params is single.params and task == "regression"
+
+
+def test_list_of_one_with_a_fraction_uses_the_str_run_split_and_start(data):
+    X, y = data
+    single = _quick(X, y, objective="gcv", validation=0.25)
+    listed = _quick(X, y, objective=["gcv"], validation=0.25)
+    assert _same_params(single.params, listed.params)
+    assert listed.candidates[0].validation_error == single.history[single.best_epoch].validation_error
+
+
+# ----------------------------------------------------------------------------- the choice
+
+
+def test_choice_is_the_lowest_validation_error_checked_by_independent_fits(data):
+    X, y = data
+    X_tr, y_tr, X_val, y_val = X[:180], y[:180], X[180:], y[180:]
+    res = _quick(X_tr, y_tr, objective=NAMES, validation=(X_val, y_val))
+    assert [c.objective for c in res.candidates] == NAMES
+    errors = []
+    for cand in res.candidates:
+        independent = _rmse(_independent_model(cand.params, X_tr, y_tr).predict(X_val), y_val)
+        assert cand.validation_error == pytest.approx(independent, rel=1e-8)
+        assert cand.objective_value == cand.history[cand.best_epoch].objective
+        assert cand.epochs == len(cand.history) - 1 and cand.elapsed > 0
+        errors.append(independent)
+    assert len(set(np.round(errors, 12))) > 1  # the candidates did reach different points
+    chosen = res.candidates[int(np.argmin(errors))]
+    assert res.objective.name == chosen.objective
+    assert _same_params(res.params, chosen.params) and res.history is chosen.history
+    assert res.best_epoch == chosen.best_epoch and res.stop_reason == chosen.stop_reason
+    # An explicit (X_val, y_val): the model is the chosen one fitted on (X, y) as given.
+    np.testing.assert_allclose(res.model.predict(X_val), _independent_model(res.params, X_tr, y_tr).predict(X_val),
+                               rtol=1e-9, atol=1e-12)
+    assert res.elapsed >= sum(c.elapsed for c in res.candidates)
+
+
+def test_fraction_refits_on_all_rows_and_candidates_share_the_start(data):
+    X, y = data
+    res = _quick(X, y, objective=NAMES, validation=0.25, epochs=0)
+    starts = [c.params for c in res.candidates]  # epochs=0: the params are the shared start
+    assert all(_same_params(starts[0], p) for p in starts[1:])
+    assert starts[0].penalty == pytest.approx(1.0 / 180)  # 1/n of the training part
+    full = _independent_model(res.params, X, y)
+    np.testing.assert_allclose(res.model.predict(X), full.predict(X), rtol=1e-9, atol=1e-12)
+    part = _quick(X, y, objective=res.objective.name, validation=0.25, epochs=0)  # fitted on 75% only
+    assert not np.allclose(res.model.predict(X), part.model.predict(X))
+
+
+def test_ties_go_to_the_first_and_a_later_lower_error_wins(data, monkeypatch):
+    X, y = data
+    monkeypatch.setattr(_select, "_validation_error", lambda res, X_val, y_val, task: 0.5)
+    assert _quick(X, y, objective=["gcv", "prop"], validation=0.2, epochs=1).objective.name == "gcv"
+    errors = iter([0.5, 0.25, 0.25])
+    monkeypatch.setattr(_select, "_validation_error", lambda res, X_val, y_val, task: next(errors))
+    res = _quick(X, y, objective=["gcv", "prop", "sgpr"], validation=0.2, epochs=1)
+    assert res.objective.name == "prop" and [c.validation_error for c in res.candidates] == [0.5, 0.25, 0.25]
+
+
+def test_failed_candidate_error_counts_as_infinite(data, monkeypatch):
+    X, y = data
+    errors = iter([math.nan, 0.9])
+    monkeypatch.setattr(_select, "prediction_error", lambda pred, truth, task: next(errors))
+    res = _quick(X, y, objective=["gcv", "prop"], validation=0.2, epochs=1, track_errors=False)
+    assert [c.validation_error for c in res.candidates] == [math.inf, 0.9] and res.objective.name == "prop"
+
+
+def test_deterministic_for_a_seed(data):
+    X, y = data
+    a = _quick(X, y, objective=NAMES, validation=0.2, random_state=4)
+    b = _quick(X, y, objective=NAMES, validation=0.2, random_state=4)
+    assert a.objective.name == b.objective.name
+    assert [c.validation_error for c in a.candidates] == [c.validation_error for c in b.candidates]
+    assert all(_same_params(p.params, q.params) for p, q in zip(a.candidates, b.candidates))
+    np.testing.assert_array_equal(a.model.predict(X), b.model.predict(X))
+
+
+def test_classification_uses_the_error_rate(data):
+    X, _ = data
+    labels = np.where(X[:, 0] * X[:, 1] > 0, "same", "diff")
+    res = _quick(X, labels, objective=["prop", "gcv"], validation=0.25)
+    assert res.task == "classification" and res.model.classes_.tolist() == ["diff", "same"]
+    for cand in res.candidates:
+        assert 0.0 <= cand.validation_error <= 1.0
+        assert cand.validation_error * 60 == pytest.approx(round(cand.validation_error * 60))  # 60 rows held out
+
+
+def test_inputs_are_not_modified(data):
+    X, y = data
+    X0, y0, names = X.copy(), y.copy(), list(NAMES)
+    _quick(X, y, objective=names, validation=(X[:30], y[:30]), epochs=1)
+    assert names == NAMES
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(y, y0)
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("objective, validation, error, match", [
+    (NAMES, None, ValueError, "validation"),
+    (["prop", "magic"], 0.2, ValueError, "unknown objective 'magic'"),
+    ([], 0.2, ValueError, "empty"),
+    (("prop", "sgpr", "PROP"), 0.2, ValueError, "twice"),
+    (["prop", 3], 0.2, TypeError, "names"),
+    (5, 0.2, TypeError, "objective must be a name"),
+    (NAMES, "0.2", TypeError, "validation"),
+    (NAMES, 1.5, ValueError, "validation"),
+])
+def test_bad_arguments(data, objective, validation, error, match):
+    X, y = data
+    with pytest.raises(error, match=match):
+        _quick(X, y, objective=objective, validation=validation)
+
+
+# ----------------------------------------------------------------------------- HyperoptKRR
+
+
+def test_hyperopt_with_a_list(data):
+    from sklearn.base import clone
+
+    X, y = data
+    names = ["prop", "gcv"]
+    est = nh.HyperoptKRR(objective=names, validation_fraction=0.25, centers=10, epochs=3, random_state=0,
+                         standardize=True)
+    assert est.get_params()["objective"] is names
+    copy = clone(est)
+    assert copy.get_params()["objective"] == names
+    est.fit(X, y)
+    assert est.objective is names and names == ["prop", "gcv"]  # stored unchanged
+    assert est.objective_ in names and [c.objective for c in est.candidates_] == names
+    assert est.objective_ == min(est.candidates_, key=lambda c: c.validation_error).objective
+    single = nh.HyperoptKRR(objective="sgpr", centers=10, epochs=2, random_state=0).fit(X, y)
+    assert single.objective_ == "sgpr" and single.candidates_ == ()
+    with pytest.raises(ValueError, match="validation"):
+        nh.HyperoptKRR(objective=names, centers=10, epochs=2).fit(X, y)
+
+
+def test_hyperopt_list_in_grid_search(data):
+    from sklearn.model_selection import GridSearchCV
+
+    X, y = data
+    grid = GridSearchCV(nh.HyperoptKRR(validation_fraction=0.25, centers=8, epochs=2, random_state=0),
+                        {"objective": [["prop", "gcv"], "sgpr"]}, cv=2).fit(X, y)
+    assert grid.best_params_["objective"] in (["prop", "gcv"], "sgpr")
+    assert np.all(np.isfinite(grid.cv_results_["mean_test_score"]))
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def _csv(tmp_path, X, y):
+    path = tmp_path / "d.csv"
+    rows = ["x1,x2,x3,y"] + [",".join(repr(float(v)) for v in row) for row in np.column_stack([X, y])]
+    path.write_text("\n".join(rows) + "\n")
+    return str(path)
+
+
+def test_cli_objective_list(tmp_path, data, capsys):
+    X, y = data
+    path, model, summary = _csv(tmp_path, X, y), tmp_path / "m.npz", tmp_path / "s.json"
+    assert main(["tune", path, "--target", "y", "--objective", "prop,gcv", "--validation", "0.25",
+                 "--centers", "10", "--epochs", "3", "--out", str(model), "--json", str(summary)]) == 0
+    out = capsys.readouterr().out
+    s = json.loads(summary.read_text())
+    assert [c["objective"] for c in s["candidates"]] == ["prop", "gcv"]
+    chosen = min(s["candidates"], key=lambda c: c["validation_error"])["objective"]
+    assert s["objective"] == chosen and load_model(model).meta_["objective"] == chosen
+    assert "candidate prop: validation RMSE" in out and "candidate gcv: validation RMSE" in out
+    assert f"chosen: {chosen}" in out and "refitted on all 240 rows" in out
+
+
+def test_cli_objective_list_errors(tmp_path, data, capsys):
+    X, y = data
+    path = _csv(tmp_path, X, y)
+    assert main(["tune", path, "--target", "y", "--objective", "prop,gcv", "--out", str(tmp_path / "m")]) == 2
+    assert "--validation" in capsys.readouterr().err
+    for bad, match in [("prop,magic", "invalid choice: 'magic'"), ("prop,gcv,prop", "twice")]:
+        with pytest.raises(SystemExit) as exc:
+            main(["tune", path, "--target", "y", "--objective", bad, "--validation", "0.2"])
+        assert exc.value.code == 2 and match in capsys.readouterr().err
