@@ -6,7 +6,10 @@ For each configuration -- the single-process path and
 
 * one pass ``K^T K V`` with ``K^T y`` (the product of one CG iteration),
 * one Falkon solve of exactly ``--iters`` CG iterations (tol=0), whose
-  per-iteration time is reported too,
+  per-iteration time is reported too, with the Dask overhead per CG iteration
+  (the cluster's time per iteration minus the single process's);
+* one tuning step of ``stoch-prop`` (value and gradient, ``--probes`` probes,
+  ``--iters`` CG iterations, no warm start),
 
 and writes ``dask_scaling.md`` and ``dask_scaling.csv`` under ``--out``.
 The data of the cluster runs are generated on the workers (``dask.array.random``),
@@ -36,6 +39,7 @@ def _args(argv=None):
     p.add_argument("--d", type=int, default=8)
     p.add_argument("--iters", type=int, default=10, help="CG iterations per solve")
     p.add_argument("--repeats", type=int, default=3, help="passes timed (the median is reported)")
+    p.add_argument("--probes", type=int, default=4, help="probe vectors of the timed stoch-prop step")
     p.add_argument("--workers", default="1,2", help="comma-separated numbers of worker processes")
     p.add_argument("--chunk", type=int, default=0, help="rows per block (default n / (2 * max workers))")
     p.add_argument("--threads", type=int, default=1, help="Numba threads of the single process and of each worker")
@@ -64,6 +68,19 @@ def _solve_time(solve, iters):
     return total
 
 
+def _step_time(a, X, y, Z, **client):
+    import nyhopt as nh
+
+    opts = dict(n_probes=a.probes, tol=0.0, maxiter=a.iters, warm_start=False, random_state=0)
+    obj = nh.make_objective("stoch-prop", X, y, kernel="gaussian", **opts, **client)
+    params = nh.Params.from_natural(1e-6, np.ones(1), Z)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", nh.ConvergenceWarning)
+        t = time.perf_counter()
+        obj.value_and_grad(params)
+        return time.perf_counter() - t
+
+
 def single_process(a, kernel, Z, V):
     import numba
 
@@ -77,7 +94,7 @@ def single_process(a, kernel, Z, V):
     ops.normal_matvec(kernel, X[:1000], Z, V, y[:1000])  # compile
     per_pass = _median_time(lambda: ops.normal_matvec(kernel, X, Z, V, y), a.repeats)
     solve = _solve_time(lambda: falkon_solve(kernel, X, Z, y, 1e-6, tol=0.0, maxiter=a.iters), a.iters)
-    return per_pass, solve
+    return per_pass, solve, _step_time(a, X, y, Z)
 
 
 def cluster(a, workers, kernel, Z, V):
@@ -100,7 +117,8 @@ def cluster(a, workers, kernel, Z, V):
         per_pass = _median_time(lambda: op.normal_matvec(V, TARGETS), a.repeats)
         solve = _solve_time(lambda: falkon_solve_sharded(kernel, data, Z, 1e-6, tol=0.0, maxiter=a.iters),
                             a.iters)
-        return per_pass, solve, len(data.blocks)
+        data.release()
+        return per_pass, solve, _step_time(a, X, y, Z, client=client), -(-a.n // chunk)
 
 
 def main(argv=None):
@@ -112,22 +130,27 @@ def main(argv=None):
     Z = rng.uniform(-1, 1, size=(a.m, a.d))
     V = rng.normal(size=(a.m, 1))
     rows = []
-    p, s = single_process(a, kernel, Z, V)
-    rows.append(("single process", 1, p, s))
+    p, s, st = single_process(a, kernel, Z, V)
+    rows.append(("single process", 1, p, s, st))
     for w in (int(x) for x in a.workers.split(",")):
-        p, s, blocks = cluster(a, w, kernel, Z, V)
-        rows.append((f"LocalCluster, {w} worker(s), {blocks} blocks", w, p, s))
+        p, s, st, blocks = cluster(a, w, kernel, Z, V)
+        rows.append((f"LocalCluster, {w} worker(s), {blocks} blocks", w, p, s, st))
+    base = rows[0][3] / a.iters
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    header = ["configuration", "workers", "pass_s", "solve_s", "per_cg_iteration_s"]
+    header = ["configuration", "workers", "pass_s", "solve_s", "per_cg_iteration_s", "cg_overhead_s", "step_s"]
     with open(out / "dask_scaling.csv", "w", newline="") as fh:
         wr = csv.writer(fh)
         wr.writerow(header)
-        for name, w, p, s in rows:
-            wr.writerow([name, w, f"{p:.4f}", f"{s:.4f}", f"{s / a.iters:.4f}"])
-    lines = [f"<!-- n={a.n} m={a.m} d={a.d} iters={a.iters} threads={a.threads} cpus={os.cpu_count()} -->",
-             "| configuration | pass (s) | solve (s) | per CG iteration (s) |", "|---|---|---|---|"]
-    lines += [f"| {name} | {p:.3f} | {s:.3f} | {s / a.iters:.3f} |" for name, _, p, s in rows]
+        for name, w, p, s, st in rows:
+            wr.writerow([name, w, f"{p:.4f}", f"{s:.4f}", f"{s / a.iters:.4f}", f"{s / a.iters - base:.4f}",
+                         f"{st:.4f}"])
+    lines = [f"<!-- n={a.n} m={a.m} d={a.d} iters={a.iters} probes={a.probes} threads={a.threads} "
+             f"cpus={os.cpu_count()} -->",
+             "| configuration | pass (s) | solve (s) | per CG iteration (s) | overhead per CG iteration (s) "
+             "| stoch-prop step (s) |", "|---|---|---|---|---|---|"]
+    lines += [f"| {name} | {p:.3f} | {s:.3f} | {s / a.iters:.3f} | {s / a.iters - base:+.3f} | {st:.3f} |"
+              for name, _, p, s, st in rows]
     lines.append(f"\n_Generated by `examples/dask_scaling.py` (n={a.n}, m={a.m}, d={a.d}, {a.iters} CG iterations)._")
     (out / "dask_scaling.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -375,7 +375,8 @@ def test_tune_on_dask_tracks_validation_errors(client, problem):
     X, y, _ = problem
     kw = dict(TUNE, epochs=1)
     ref = nh.tune(X[:300], y[:300], validation=(X[300:], y[300:]), solver="falkon", **kw)
-    res = nh.tune(*_dask(X[:300], y[:300], 1), validation=_dask(X[300:], y[300:], 1), **kw)
+    res = nh.tune(da.from_array(X[:300], chunks=(150, D)), da.from_array(y[:300], chunks=150),
+                  validation=(da.from_array(X[300:]), da.from_array(y[300:])), **kw)
     assert _rel(res.history.train_error, ref.history.train_error) <= 1e-5
     assert _rel(res.history.validation_error, ref.history.validation_error) <= 1e-5
 
@@ -422,3 +423,16 @@ def test_hyperopt_krr_on_dask(client, problem):
     assert _rel(est.history_.objective, ref.history_.objective) <= 1e-7
     pred = est.predict(da.from_array(X, chunks=(100, D)))
     assert is_dask_array(pred) and _rel(pred.compute(), ref.predict(X)) <= 1e-4
+
+
+def test_tune_on_dask_resumes_from_a_checkpoint(client, problem, tmp_path):
+    X, y, _ = problem
+    kw = dict(TUNE, objective_options=dict(n_probes=3, n_rows=100, tol=1e-6, maxiter=50))  # warm start on
+    Xd, yd = _dask(X, y, 3)
+    full = nh.tune(Xd, yd, **dict(kw, epochs=4))
+    path = tmp_path / "dask.npz"
+    nh.tune(Xd, yd, checkpoint=path, **dict(kw, epochs=2))
+    resumed = nh.tune(Xd, yd, checkpoint=path, **dict(kw, epochs=4))
+    for f in ("log_penalty", "log_lengthscale", "centers"):
+        np.testing.assert_array_equal(getattr(resumed.params, f), getattr(full.params, f))
+    np.testing.assert_array_equal(resumed.history.objective, full.history.objective)

@@ -17,11 +17,35 @@ import numpy as np
 from .._centers import as_generator
 from .._scaling import pow2_scale
 from ..backend import get_namespace
+from ..distributed._detect import is_dask_array
 
-__all__ = ["median_heuristic", "initial_centers"]
+__all__ = ["median_heuristic", "initial_centers", "gather_rows"]
 
 
-def median_heuristic(X, max_samples: int = 1000, random_state=0) -> float:
+def gather_rows(X, idx, client=None):
+    """Rows ``idx`` (sorted indices) of ``X``; for a dask ``X`` only those rows reach the driver.
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+        NumPy, CuPy or dask array.
+    idx : numpy.ndarray of int, or None
+        Sorted row indices; None means every row.
+    client : distributed.Client, optional
+        Runs the gather for a dask ``X`` (default: the current scheduler).
+
+    Returns
+    -------
+    array of shape (len(idx), d)
+        NumPy or CuPy (the chunks' type for a dask ``X``).
+    """
+    if not is_dask_array(X):
+        return X if idx is None else X[get_namespace(X).asarray(idx)]
+    rows = X if idx is None else X[idx]
+    return client.compute(rows).result() if client is not None else rows.compute()
+
+
+def median_heuristic(X, max_samples: int = 1000, random_state=0, client=None) -> float:
     r"""Median of the pairwise Euclidean distances between rows of ``X``.
 
     Parameters
@@ -32,6 +56,8 @@ def median_heuristic(X, max_samples: int = 1000, random_state=0) -> float:
         When ``n > max_samples`` the median is taken over a random subset of
         ``max_samples`` rows (drawn without replacement from ``random_state``).
     random_state : None, int, numpy.random.Generator or RandomState, default 0
+    client : distributed.Client, optional
+        For a dask ``X``: gathers the subset of rows (``max_samples x d``).
 
     Returns
     -------
@@ -52,13 +78,14 @@ def median_heuristic(X, max_samples: int = 1000, random_state=0) -> float:
     >>> median_heuristic(np.array([[0.0], [1.0], [3.0]]))   # distances 1, 2, 3
     2.0
     """
-    xp = get_namespace(X)
     n = X.shape[0]
     if n < 2:
         raise ValueError(f"X needs at least 2 rows for the median heuristic, got {n}")
+    idx = None
     if n > max_samples:
         idx = np.sort(as_generator(random_state).choice(n, size=max_samples, replace=False))
-        X = X[xp.asarray(idx)]
+    X = gather_rows(X, idx, client)
+    xp = get_namespace(X)
     A = xp.asarray(X, dtype=xp.float64)
     s = float(pow2_scale(float(xp.max(xp.abs(A)))))
     if s != 1.0:
@@ -82,7 +109,7 @@ def median_heuristic(X, max_samples: int = 1000, random_state=0) -> float:
     return med if med > 0 else 1.0
 
 
-def initial_centers(X, m: int, random_state=0):
+def initial_centers(X, m: int, random_state=0, client=None):
     """``m`` distinct rows of ``X`` drawn at random, as a float64 copy (same device).
 
     Parameters
@@ -91,6 +118,8 @@ def initial_centers(X, m: int, random_state=0):
     m : int
         Number of centers, ``1 <= m <= n``.
     random_state : None, int, numpy.random.Generator or RandomState, default 0
+    client : distributed.Client, optional
+        For a dask ``X``: gathers the ``m`` rows (the result is then on the driver).
 
     Returns
     -------
@@ -103,7 +132,6 @@ def initial_centers(X, m: int, random_state=0):
     >>> Z.shape, Z.dtype
     ((3, 2), dtype('float64'))
     """
-    xp = get_namespace(X)
     n = X.shape[0]
     if isinstance(m, bool) or not isinstance(m, numbers.Integral):
         raise TypeError(f"centers must be an int or an (m, d) array, got {m!r}")
@@ -111,4 +139,6 @@ def initial_centers(X, m: int, random_state=0):
     if not 1 <= m <= n:
         raise ValueError(f"centers must be between 1 and the number of training rows ({n}), got {m}")
     idx = np.sort(as_generator(random_state).choice(n, size=m, replace=False))
-    return xp.array(X[xp.asarray(idx)], dtype=xp.float64, copy=True)
+    rows = gather_rows(X, idx, client)
+    xp = get_namespace(rows)
+    return xp.array(rows, dtype=xp.float64, copy=True)

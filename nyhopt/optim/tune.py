@@ -221,7 +221,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
          random_state=0, validation=None, progress=True, *, penalty=None, lengthscale=None,
          freeze=(), patience=10, min_delta=0.0, callback=None, task="auto", dtype=None,
          objective_options=None, solver="auto", record_terms=True, track_errors=None,
-         b1=0.9, b2=0.999, eps=1e-8, client=None) -> TuneResult:
+         b1=0.9, b2=0.999, eps=1e-8, client=None, checkpoint=None) -> TuneResult:
     r"""Tune penalty, lengthscales and centers of N-KRR by Adam on an objective.
 
     Parameters
@@ -307,6 +307,12 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         epoch); default True when ``validation`` is given, else False.
     b1, b2, eps : float
         Adam's constants (defaults of Kingma & Ba).
+    checkpoint : str or os.PathLike, optional
+        File (``.npz``) where the loop is saved after every step
+        (parameters, Adam's state, history, best point, the objective's warm
+        start); when it exists, the call resumes from it and ends exactly as
+        an uninterrupted run would.  A checkpoint written by a different call
+        raises ``ValueError``.  See ``docs/tuning.md``, "Checkpoints".
     client : distributed.Client, optional
         For dask arrays ``X``, ``y`` (objective "stoch-prop", regression):
         the cluster to run on; default the current client.  Refused for
@@ -354,6 +360,9 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     ((2,), (2,))
     """
     if not isinstance(objective, str):
+        if checkpoint is not None:
+            raise ValueError("checkpoint is not available with a list of objectives (each candidate would "
+                             "write the same file); tune the chosen objective with checkpoint=")
         arguments = dict(locals())  # every argument, by name
         from ._select import tune_by_validation
 
@@ -379,6 +388,10 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         raise TypeError(f"objective_options must be a dict, got {type(objective_options).__name__}")
 
     rng = as_generator(random_state)
+    if checkpoint is not None:  # restores the generator's state when resuming: before any draw
+        from ._checkpoint import Checkpointer
+
+        checkpoint = Checkpointer(checkpoint, rng)
     if dask:  # the same setup, nothing n-sized on the driver (nyhopt.distributed.tune)
         from ..distributed.tune import setup_dask
 
@@ -429,9 +442,20 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     history = History()
     best_value, best_params, best_epoch = math.inf, params, 0
     stale, stop_reason, t_opt = 0, "epochs", 0.0
+    init, first_epoch = params, 0
+    if checkpoint is not None:
+        from ._checkpoint import call_signature
+
+        sig = call_signature(X, enc, obj, random_state, lr, b1, b2, eps, freeze, patience, min_delta, kernel, ard,
+                             objective_options, track_errors, record_terms)
+        resumed = checkpoint.resume(sig, params, epochs, obj)
+        if resumed is not None:
+            first_epoch, params, state, history = resumed.epoch, resumed.params, resumed.state, resumed.history
+            best_value, best_params, best_epoch = resumed.best_value, resumed.best_params, resumed.best_epoch
+            stale, t_opt = resumed.stale, resumed.t_opt
     bar = ProgressBar(epochs + 1) if wants_progress(progress) else None
     try:
-        for epoch in range(epochs + 1):
+        for epoch in range(first_epoch, epochs + 1):
             last = epoch == epochs
             t0 = time.perf_counter()
             try:
@@ -483,6 +507,9 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
             t0 = time.perf_counter()
             params, state = adam.update(grad, state, params, lr=lr, b1=b1, b2=b2, eps=eps, mask=mask)
             t_opt += time.perf_counter() - t0
+            if checkpoint is not None:
+                checkpoint.save(epoch + 1, init, params, state, history, best_value, best_params, best_epoch,
+                                stale, t_opt, obj)
     finally:
         if bar is not None:
             bar.close()
