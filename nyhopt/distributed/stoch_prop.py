@@ -18,15 +18,18 @@ objective's seed and the global row indices
 single-process objective with the same ``random_state``, whatever the
 chunking.  The ``q`` rows of the trace gap are sampled on the driver
 (``O(q)`` indices) and gathered there (``q x d``).
+
+The driver computes on the host (NumPy) whatever the chunks hold (NumPy or
+CuPy): CuPy centers are copied to the host once per evaluation (``m x d``)
+and the gradient is returned as NumPy arrays.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import make_kernel
 from .._validation import check_positive, reject_bool
+from ..kernels import KernelGrad, make_kernel
 from ..kernels._base import check_finite_grad
-from ..kernels import KernelGrad
 from ..objectives._base import WRT_ALL, _check_wrt, _total, params_gradient
 from ..objectives.stoch_prop import (
     DEFAULT_MAXITER,
@@ -151,6 +154,13 @@ class DaskStochasticProp(StochasticProp):
             self._rows_cache = (q, XQ)
         return self._rows_cache[1]
 
+
+    def _run(self, params, wrt, need_grad, return_ctx=False):
+        # The driver's m x m work is on the host: CuPy centers (m x d) come over once, and the
+        # gradient is a NumPy Params whatever the chunks hold.
+        if hasattr(params.centers, "get"):
+            params = params.replace(centers=params.centers.get())
+        return super()._run(params, wrt, need_grad, return_ctx)
 
     # -- public API -------------------------------------------------------------------------------
     def value_and_grad(self, params, wrt=WRT_ALL):

@@ -377,8 +377,6 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     dtype = _check_dtype(dtype)
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {callback!r}")
-    if not isinstance(objective, str):
-        raise TypeError(f"objective must be a name (str), got {type(objective).__name__}")
     dask = any_dask_array(X, y)
     if client is not None and not dask:
         raise ValueError("client is only used with dask arrays X, y; leave it out for in-memory data")
