@@ -24,12 +24,10 @@ from typing import NamedTuple
 import dask.array as da
 import numpy as np
 
-from .._validation import check_lengthscale, check_matrix
-from ..backend import to_numpy
 from ..kernels import Kernel, make_kernel
 from ..params import Params
-from ..optim._init import initial_centers, median_heuristic
 from ..optim._targets import TargetEncoding
+from ..optim.tune import _initial_params
 from ._detect import is_dask_array
 from .estimator import _predict_block
 from .falkon import falkon_solve_sharded
@@ -106,31 +104,6 @@ def _validation(validation, d, dtype):
     return _as_float_dask(X_val, dtype)[0], y_val
 
 
-def _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, client):
-    """As ``nyhopt.optim.tune._initial_params`` (same draws from ``rng``), rows gathered by index."""
-    n, d = X.shape
-    lam = 1.0 / n if penalty is None else penalty
-    if lengthscale is None and isinstance(kernel, Kernel):
-        lengthscale = kernel.lengthscale
-    if lengthscale is None:
-        ell = np.array([median_heuristic(X, random_state=rng, client=client)])
-    else:
-        ell = check_lengthscale(lengthscale)
-        if ell.size not in (1, d):
-            raise ValueError(f"lengthscale has {ell.size} entries but X has {d} features")
-    if ard and ell.size == 1:
-        ell = np.full(d, ell[0])
-    elif not ard and ell.size != 1:
-        raise ValueError("ard=False means one lengthscale shared by all features; give a scalar lengthscale")
-    if isinstance(centers, numbers.Integral) and not isinstance(centers, bool):
-        Z = to_numpy(initial_centers(X, int(centers), rng, client=client))
-    elif isinstance(centers, (bool, np.bool_, str, float)) or centers is None:
-        raise TypeError(f"centers must be an int or an array of shape (m, {d}), got {centers!r}")
-    else:
-        Z = check_matrix(to_numpy(centers), "centers", np, dtype=np.float64, n_features=d)
-        if Z.shape[0] > n:
-            raise ValueError(f"centers has {Z.shape[0]} rows, more than the {n} training rows")
-    return Params.from_natural(lam, ell, Z)
 
 
 def setup_dask(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, rng, validation, task, dtype,
@@ -163,7 +136,7 @@ def setup_dask(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, r
     task = _resolve_task(y, task, client)
     X_val, y_val = _validation(validation, X.shape[1], dtype)
     enc = _encode(y, dtype, client)
-    params = _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, client)
+    params = _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, np, client=client)
     template = make_kernel(kernel, params.lengthscale)
     obj_seed = int(rng.integers(0, 2**31 - 1))
     options = dict(objective_options or {})

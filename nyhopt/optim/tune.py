@@ -25,8 +25,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .._validation import check_labels, check_lengthscale, check_matrix, check_real
-from ..backend import as_native, get_namespace
-from ..distributed._detect import any_dask_array
+from ..backend import as_native, get_namespace, to_numpy
+from ..distributed._detect import any_dask_array, is_dask_array
 from ..kernels import Kernel, make_kernel
 from ..params import Params
 from . import adam
@@ -147,13 +147,15 @@ def _take(y, host_idx, dev_idx):
     return y[dev_idx] if hasattr(y, "get") else np.asarray(y)[host_idx]
 
 
-def _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, xp):
+def _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, xp, client=None):
+    # For a dask X (xp is NumPy): rows are gathered by index and the centers live on the host.
+    on_dask = is_dask_array(X)
     n, d = X.shape
     lam = 1.0 / n if penalty is None else penalty
     if lengthscale is None and isinstance(kernel, Kernel):
         lengthscale = kernel.lengthscale
     if lengthscale is None:
-        ell = np.array([median_heuristic(X, random_state=rng)])
+        ell = np.array([median_heuristic(X, random_state=rng, client=client)])
     else:
         ell = check_lengthscale(lengthscale)
         if ell.size not in (1, d):
@@ -163,11 +165,16 @@ def _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, xp):
     elif not ard and ell.size != 1:
         raise ValueError("ard=False means one lengthscale shared by all features; give a scalar lengthscale")
     if isinstance(centers, numbers.Integral) and not isinstance(centers, bool):
-        Z = initial_centers(X, int(centers), rng)
+        Z = initial_centers(X, int(centers), rng, client=client)
+        if on_dask:
+            Z = to_numpy(Z)
     elif isinstance(centers, (bool, np.bool_, str, float)) or centers is None:
         raise TypeError(f"centers must be an int or an array of shape (m, {d}), got {centers!r}")
     else:
-        get_namespace(X, centers)  # TypeError when host and device are mixed
+        if on_dask:
+            centers = to_numpy(centers)
+        else:
+            get_namespace(X, centers)  # TypeError when host and device are mixed
         Z = check_matrix(centers, "centers", xp, dtype=np.float64, n_features=d)
         if Z.shape[0] > n:
             raise ValueError(f"centers has {Z.shape[0]} rows, more than the {n} training rows")
