@@ -605,7 +605,7 @@ def _cmd_tune(args) -> int:
         _say(args, f"candidate {cand.objective}: validation {metric} {_fmt_error(task, cand.validation_error)}, "
                    f"objective {cand.objective_value:.6g}, {cand.epochs} epochs ({cand.stop_reason})")
     if several:
-        _say(args, f"chosen: {est.objective_} (lowest validation {metric}); model refitted on all {n} rows")
+        _say(args, f"chosen: {est.objective_} (lowest validation {metric}); tuned again on all {n} rows")
     ell = est.params_.lengthscale
     _say(args, f"done in {elapsed:.1f} s: {len(hist) - 1} epochs ({est.stop_reason_}), best epoch {est.best_epoch_}, "
                f"objective {best.objective:.6g}")

@@ -218,8 +218,9 @@ _PARAMS_DOC = """
         "prop" or "stoch-prop".  A list (e.g. ``["prop", "sgpr", "gcv"]``)
         tunes each on the training part and keeps the one with the lowest
         validation error (``validation_fraction`` or ``fit(...,
-        validation=...)`` is then required); the model is refitted on all
-        the rows given to ``fit`` (see :func:`nyhopt.tune`).
+        validation=...)`` is then required); with ``validation_fraction``
+        the chosen objective is then tuned again on all the rows given to
+        ``fit`` (see :func:`nyhopt.tune`).
     centers : int or array of shape (m, d), default 100
         Number of Nystrom centers (random training rows) or initial centers
         (in standardized coordinates when ``standardize`` is True).

@@ -129,3 +129,79 @@ def test_bad_arguments_are_reported():
     mod = _load("small_scale")
     with pytest.raises(SystemExit):
         mod.parse_args(["--epochs", "many"])
+
+
+# examples/gpytorch_sgpr_baseline.py is deliberately never imported or run by the tests: it needs
+# torch and gpytorch, which live in a separate virtual environment (never nyhopt dependencies).
+# quality_table.py is tested on its own side only; a GPyTorch CSV is faked below.
+NOT_RUN_HERE = {"gpytorch_sgpr_baseline.py"}
+
+QUALITY_RUN = ["--quick", "--quiet", "--datasets", "mg", "--methods", "gcv,sgpr", "--epochs", "2",
+               "--centers", "8", "--max-train", "150"]
+
+
+def test_quality_table_quick_export_merge_and_rerun(tmp_path):
+    import numpy as np
+
+    import nyhopt as nh
+
+    mod = _load("quality_table")
+    problems = tmp_path / "problems"
+    mod.main(QUALITY_RUN + ["--out", str(tmp_path), "--export", str(problems)])
+    raw = tmp_path / "quality_vs_gpytorch.csv"
+    rows = _rows(raw)
+    assert [(r["method"], r["status"]) for r in rows] == [("gcv", "ok"), ("sgpr", "ok")]
+    assert all(0.0 < float(r["test_error"]) < 1.5 and r["epochs"] == "2" for r in rows)
+
+    # the exported start is nyhopt's own initialization for this seed
+    data = np.load(problems / "mg_seed0.npz")
+    assert data["X_train"].shape == (150, 6) and str(data["task"]) == "regression"
+    start = nh.tune(data["X_train"], data["y_train"], centers=8, epochs=0, random_state=0,
+                    task="regression", progress=False).params
+    np.testing.assert_array_equal(start.centers, data["Z0"])
+    np.testing.assert_allclose(start.lengthscale, float(data["ell0"]))
+
+    fake = tmp_path / "gpytorch.csv"
+    fake.write_text("dataset,seed,method,test_error,metric,seconds,epochs,n_train,centers,"
+                    "penalty,amplitude,status\nmg,0,gpytorch,0.5,rmse,1.0,2,150,8,0.01,1.0,ok\n")
+    mod.main(QUALITY_RUN + ["--out", str(tmp_path), "--methods", "none", "--gpytorch-csv", str(fake)])
+    assert [r["method"] for r in _rows(raw)] == ["gcv", "sgpr", "gpytorch"]
+    md = (tmp_path / "quality_vs_gpytorch.md").read_text()
+    assert "| gpytorch |" in md and "**0.5000 ± 0.0000**" in md
+
+    # rerunning one column replaces its row and keeps the others
+    mod.main(QUALITY_RUN + ["--out", str(tmp_path), "--methods", "gcv"])
+    assert sorted(r["method"] for r in _rows(raw)) == ["gcv", "gpytorch", "sgpr"]
+
+
+def test_quality_table_rejects_unknown_method():
+    mod = _load("quality_table")
+    with pytest.raises(SystemExit):
+        mod.parse_args(["--methods", "gpytorch-exact"])
+
+
+def test_nyhopt_and_its_tests_never_import_torch():
+    import re
+
+    pattern = re.compile(r"^\s*(import|from)\s+(torch|gpytorch)\b", re.MULTILINE)
+    files = list((ROOT / "nyhopt").rglob("*.py")) + list((ROOT / "tests").rglob("*.py"))
+    offenders = [str(p) for p in files if pattern.search(p.read_text())]
+    assert not offenders
+    assert all((EXAMPLES / name).is_file() for name in NOT_RUN_HERE)
+
+
+def test_quality_table_targets_verdicts():
+    mod = _load("quality_table")
+    stats = {}
+    for name, sgpr, validated in [("a", 1.02, 0.50), ("b", 1.00, 0.53)]:
+        stats.update({(name, o): (0.6, 0.0, 5) for o in mod.OBJECTIVES})
+        stats.update({(name, "prop"): (0.5, 0.0, 5), (name, "sgpr"): (sgpr * 0.5, 0.0, 5),
+                      (name, "gpytorch"): (0.5, 0.0, 5), (name, "validated"): (validated, 0.0, 5)})
+    lines, summary = mod.targets(stats, ["a", "b"])
+    assert [line["best objective"] for line in lines] == ["prop", "sgpr"]
+    assert abs(lines[1]["validated / best"] - 1.06) < 1e-12
+    assert "every dataset: holds (2/2)" in summary            # sgpr / gpytorch <= 1.03
+    assert "best objective on every dataset: fails (1/2)" in summary
+    assert "on at least 80%: fails (1/2)" in summary
+    _, summary = mod.targets({k: v for k, v in stats.items() if k[1] != "validated"}, ["a", "b"])
+    assert summary.count("not run") == 2

@@ -66,10 +66,11 @@ def test_single_name_has_no_candidates_and_matches_a_list_of_one(data):
 
 def test_list_of_one_with_a_fraction_uses_the_str_run_split_and_start(data):
     X, y = data
-    single = _quick(X, y, objective="gcv", validation=0.25)
+    single = _quick(X, y, objective="gcv", validation=0.25)  # tuned on the same 75% of the rows
     listed = _quick(X, y, objective=["gcv"], validation=0.25)
-    assert _same_params(single.params, listed.params)
+    assert _same_params(single.params, listed.candidates[0].params)
     assert listed.candidates[0].validation_error == single.history[single.best_epoch].validation_error
+    assert _same_params(listed.params, _quick(X, y, objective="gcv").params)  # then on all of them
 
 
 # ----------------------------------------------------------------------------- the choice
@@ -108,6 +109,30 @@ def test_fraction_refits_on_all_rows_and_candidates_share_the_start(data):
     np.testing.assert_allclose(res.model.predict(X), full.predict(X), rtol=1e-9, atol=1e-12)
     part = _quick(X, y, objective=res.objective.name, validation=0.25, epochs=0)  # fitted on 75% only
     assert not np.allclose(res.model.predict(X), part.model.predict(X))
+
+
+@pytest.mark.parametrize("random_state", [0, "generator"])
+def test_fraction_retunes_the_chosen_objective_on_all_rows(data, random_state):
+    X, y = data
+    seed = (lambda: np.random.default_rng(5)) if random_state == "generator" else (lambda: 0)
+    res = _quick(X, y, objective=NAMES, validation=0.25, random_state=seed())
+    alone = _quick(X, y, objective=res.objective.name, random_state=seed())  # the chosen one, all rows
+    assert _same_params(res.params, alone.params)
+    np.testing.assert_array_equal(res.history.objective, alone.history.objective)
+    np.testing.assert_array_equal(res.model.predict(X), alone.model.predict(X))
+    assert res.best_epoch == alone.best_epoch and len(res.candidates) == 3
+
+
+def test_candidates_track_only_the_best_epoch_by_default(data):
+    X, y = data
+    res = _quick(X, y, objective=NAMES, validation=0.25)
+    for cand in res.candidates:
+        errors = np.asarray(cand.history.validation_error, dtype=float)
+        assert np.isnan(errors).all() and np.isfinite(cand.validation_error)
+    tracked = _quick(X, y, objective=NAMES, validation=0.25, track_errors=True)
+    assert all(np.isfinite(c.history.validation_error).all() for c in tracked.candidates)
+    assert [c.validation_error for c in tracked.candidates] == pytest.approx(
+        [c.validation_error for c in res.candidates], rel=1e-9)
 
 
 def test_ties_go_to_the_first_and_a_later_lower_error_wins(data, monkeypatch):
@@ -230,7 +255,7 @@ def test_cli_objective_list(tmp_path, data, capsys):
     chosen = min(s["candidates"], key=lambda c: c["validation_error"])["objective"]
     assert s["objective"] == chosen and load_model(model).meta_["objective"] == chosen
     assert "candidate prop: validation RMSE" in out and "candidate gcv: validation RMSE" in out
-    assert f"chosen: {chosen}" in out and "refitted on all 240 rows" in out
+    assert f"chosen: {chosen}" in out and "tuned again on all 240 rows" in out
 
 
 def test_cli_objective_list_errors(tmp_path, data, capsys):

@@ -246,9 +246,10 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         "gcv"]``) chooses by validation error, which needs ``validation``:
         each candidate is tuned from the same start on the training part, the
         one whose tuned model has the lowest validation error wins (the first
-        on ties) and the final model is refitted with its hyperparameters on
-        all the data: training and validation rows for a fraction, ``(X, y)``
-        for an explicit ``(X_val, y_val)``.  ``candidates`` in the result says
+        on ties).  With a fraction, the chosen objective is then tuned again
+        on all the rows, as ``tune(X, y, objective=<chosen>)`` with the same
+        arguments would; with an explicit ``(X_val, y_val)`` the candidate,
+        tuned on ``(X, y)``, is the result.  ``candidates`` in the result says
         what each reached; ``callback`` and the progress bar see every
         candidate's epochs in turn.
     centers : int or array of shape (m, d), default 100
