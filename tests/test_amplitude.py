@@ -70,7 +70,7 @@ def titsias(X, Y, Z, ell, lam, a):
 @pytest.mark.parametrize("lam", [1e-2, 1e-4])
 def test_sgpr_matches_the_titsias_bound(p, a, lam):
     X, Y, Z, ell = problem(p=p)
-    obj = make_objective("sgpr", X, Y)
+    obj = make_objective("sgpr", X, Y, amplitude="learn")
     value = obj.value(params(Z, ell, lam, a))
     ref = titsias(X, Y, Z, ell, lam, a)
     assert abs(value - ref) <= 1e-10 * max(1.0, abs(ref))
@@ -78,7 +78,7 @@ def test_sgpr_matches_the_titsias_bound(p, a, lam):
 
 def test_sgpr_at_unit_amplitude_is_the_objective_without_it():
     X, Y, Z, ell = problem(p=2)
-    obj = make_objective("sgpr", X, Y)
+    obj = make_objective("sgpr", X, Y, amplitude="learn")
     without = nh.Params(np.asarray(np.log(1e-3)), np.log(ell), Z.copy())
     v0, g0 = obj.value_and_grad(without)
     terms0 = obj.terms(without)
@@ -99,7 +99,7 @@ def test_sgpr_at_unit_amplitude_is_the_objective_without_it():
 
 def test_sgpr_amplitude_gradient_vanishes_at_the_optimal_amplitude():
     X, Y, Z, ell = problem(p=2)
-    obj = make_objective("sgpr", X, Y)
+    obj = make_objective("sgpr", X, Y, amplitude="learn")
     lam = 1e-3
     a_star = obj.terms(params(Z, ell, lam))["data_fit"]  # F / (n^2 p lam) = Tr(Y^T S^-1 Y) / (n p)
     _, g = obj.value_and_grad(params(Z, ell, lam, a_star))
@@ -119,7 +119,7 @@ def _fd(obj, p, field, index=(), h=1e-5):
 @pytest.mark.parametrize("p_out", [1, 2])
 def test_sgpr_gradient_matches_finite_differences(p_out):
     X, Y, Z, ell = problem(p=p_out, seed=3)
-    obj = make_objective("sgpr", X, Y)
+    obj = make_objective("sgpr", X, Y, amplitude="learn")
     p = params(Z, ell, 3e-3, amplitude=0.4)
     _, g = obj.value_and_grad(p)
     checks = [("log_amplitude", ()), ("log_penalty", ())]
@@ -133,7 +133,7 @@ def test_sgpr_gradient_matches_finite_differences(p_out):
 
 def test_sgpr_wrt_without_amplitude_returns_zero():
     X, Y, Z, ell = problem()
-    obj = make_objective("sgpr", X, Y)
+    obj = make_objective("sgpr", X, Y, amplitude="learn")
     _, g = obj.value_and_grad(params(Z, ell, 1e-2, 2.0), wrt=("penalty",))
     assert float(g.log_amplitude) == 0.0
     with pytest.raises(ValueError, match="wrt"):
@@ -222,7 +222,8 @@ def data():
 
 def test_tune_sgpr_learns_the_amplitude_and_freeze_keeps_it(data):
     X, y = data
-    kw = dict(objective="sgpr", centers=15, epochs=8, patience=None, progress=False)
+    kw = dict(objective="sgpr", centers=15, epochs=8, patience=None, progress=False,
+              objective_options={"amplitude": "learn"})
     res = nh.tune(X, y, **kw)
     amps = res.history.amplitude
     assert amps[0] == 1.0 and np.all(amps[1:] != 1.0) and res.params.amplitude != 1.0
@@ -283,3 +284,83 @@ def test_cli_tune_reports_and_freezes_the_amplitude(data, tmp_path):
         assert s["freeze_amplitude"] is bool(flag)
         assert load_model(tmp_path / "m.npz").amplitude_ == s["amplitude"]
     assert amps[True] == 1.0 and amps[False] != 1.0
+
+
+# -- the profiled amplitude (amplitude="profile", the concentrated bound) -----------------------------
+@pytest.mark.parametrize("p_out", [1, 2])
+@pytest.mark.parametrize("lam", [1e-2, 1e-4])
+def test_profiled_sgpr_is_the_minimum_over_the_amplitude(p_out, lam):
+    from scipy.optimize import minimize_scalar
+
+    X, Y, Z, ell = problem(p=p_out, seed=2)
+    prof = make_objective("sgpr", X, Y, amplitude="profile")
+    learn = make_objective("sgpr", X, Y, amplitude="learn")
+    value = prof.value(params(Z, ell, lam, amplitude=7.0))  # params.amplitude is ignored
+    assert value == prof.value(params(Z, ell, lam))
+    a_star = prof.last_amplitude
+    res = minimize_scalar(lambda t: learn.value(params(Z, ell, lam, np.exp(t))), bounds=(-12.0, 12.0),
+                          method="bounded", options={"xatol": 1e-10})
+    assert abs(value - res.fun) <= 1e-12 * max(1.0, abs(value))
+    assert value <= res.fun + 1e-14 and abs(np.log(a_star) - res.x) < 1e-5
+    assert abs(value - learn.value(params(Z, ell, lam, a_star))) <= 1e-13
+    assert abs(prof.terms(params(Z, ell, lam))["data_fit"] - 1.0) <= 1e-13
+
+
+@pytest.mark.parametrize("p_out", [1, 2])
+def test_profiled_sgpr_gradient_matches_finite_differences(p_out):
+    X, Y, Z, ell = problem(p=p_out, seed=3)
+    obj = make_objective("sgpr", X, Y, amplitude="profile")
+    p = params(Z, ell, 3e-3, amplitude=0.4)
+    _, g = obj.value_and_grad(p)
+    a_star = obj.last_amplitude
+    assert float(g.log_amplitude) == 0.0
+    checks = [("log_penalty", ())] + [("log_lengthscale", (j,)) for j in range(len(ell))]
+    checks += [("centers", (i, j)) for i in (0, 4, 9) for j in range(Z.shape[1])]
+    for field, index in checks:
+        analytic = float(np.asarray(getattr(g, field))[index])
+        numeric = _fd(obj, p, field, index)
+        assert abs(analytic - numeric) <= 1e-6 * max(1.0, abs(numeric)), (field, index, analytic, numeric)
+    # envelope theorem: the partial gradient of the learned form at a = a*
+    _, g_learn = make_objective("sgpr", X, Y, amplitude="learn").value_and_grad(
+        p.replace(log_amplitude=np.asarray(np.log(a_star))))
+    assert abs(float(g_learn.log_amplitude)) < 1e-12
+    for f1, f2 in zip(list(g)[:3], list(g_learn)[:3]):
+        assert np.allclose(f1, f2, rtol=1e-10, atol=1e-14)
+
+
+def test_sgpr_amplitude_option_is_validated():
+    X, Y, _, _ = problem()
+    assert make_objective("sgpr", X, Y).amplitude == "profile"
+    assert make_objective("sgpr", X, Y).last_amplitude is None
+    for bad, exc in (("Profile", ValueError), ("fixed", ValueError), (1.0, TypeError), (None, TypeError)):
+        with pytest.raises(exc, match="amplitude"):
+            make_objective("sgpr", X, Y, amplitude=bad)
+    with pytest.raises(ValueError, match="amplitude"):
+        make_objective("gcv", X, Y, amplitude="learn")
+    with pytest.raises(ValueError, match="profiled amplitude"):
+        make_objective("sgpr", X, np.zeros(len(X))).value(params(X[:5], np.ones(3), 1e-2))
+
+
+def test_tune_sgpr_records_the_profiled_amplitude(data):
+    X, y = data
+    kw = dict(objective="sgpr", centers=15, epochs=6, patience=None, progress=False)
+    res = nh.tune(X, y, **kw)
+    assert res.objective.amplitude == "profile"
+    check = make_objective("sgpr", res.objective.X, res.objective.Y, amplitude="profile")
+    for record in res.history:
+        assert record.amplitude != 1.0
+    check.value(res.params)
+    assert res.params.amplitude == res.history[res.best_epoch].amplitude
+    assert np.isclose(res.params.amplitude, check.last_amplitude, rtol=1e-12)
+    est = nh.HyperoptKRR(objective="sgpr", centers=15, epochs=3, patience=None).fit(X, y)
+    assert est.amplitude_ == est.params_.amplitude != 1.0
+
+
+def test_tune_sgpr_profile_frozen_is_the_objective_without_amplitude(data):
+    X, y = data
+    kw = dict(objective="sgpr", centers=15, epochs=6, patience=None, progress=False, freeze="amplitude")
+    frozen = nh.tune(X, y, **kw)
+    learned_frozen = nh.tune(X, y, objective_options={"amplitude": "learn"}, **kw)
+    assert np.all(frozen.history.amplitude == 1.0) and frozen.params.amplitude == 1.0
+    assert np.array_equal(frozen.history.objective, learned_frozen.history.objective)
+    assert frozen.objective.amplitude == "learn"

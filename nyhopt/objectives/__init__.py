@@ -99,7 +99,8 @@ def make_objective(name, X, y, kernel="gaussian", **options) -> Objective:
         Options of the objective: every objective takes ``noise_variance``
         (default 1.0) and ``random_state``; ``holdout`` takes
         ``val_fraction`` (default 0.6); ``prop`` takes ``normalization``
-        ("released" or "paper"); ``stoch-prop`` takes the options of
+        ("released" or "paper"); ``sgpr`` takes ``amplitude`` ("profile" or
+        "learn"); ``stoch-prop`` takes the options of
         :class:`~nyhopt.objectives.stoch_prop.StochasticProp`.
 
     Returns

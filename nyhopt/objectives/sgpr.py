@@ -49,6 +49,14 @@ with :math:`dF`, :math:`dQ` (:math:`Q = \\mathrm{Tr}\\,K_{ny}`, :math:`dT = -dQ`
 as in :mod:`nyhopt.objectives.prop`.  The amplitude that minimizes the value
 at fixed :math:`(\\lambda, \\ell, Z)` is :math:`a^* = F/(n^2p\\lambda) =
 \\mathrm{Tr}(Y^TS_n^{-1}Y)/(np)`.
+
+Profiled amplitude (``amplitude="profile"``, the concentrated bound).  The
+value is :math:`\\min_a \\mathcal{L}`: every evaluation sets
+:math:`a = a^*(\\lambda, \\ell, Z)`, where ``data_fit`` is 1.  By the
+envelope theorem the gradient in :math:`(\\log\\lambda, \\log\\ell, Z)` is
+the partial gradient above at :math:`a = a^*` and the one in
+:math:`\\log a` is 0.  The last :math:`a^*` is kept in
+:attr:`SGPR.last_amplitude` (``tune`` records it).
 """
 from __future__ import annotations
 
@@ -59,6 +67,8 @@ from ._exact import CotangentBuilder, factorize, fit, logdet_M, trace_knn, trace
 
 __all__ = ["SGPR"]
 
+_AMPLITUDE_MODES = ("profile", "learn")
+
 
 class SGPR(Objective):
     """Exact SGPR objective (Titsias' collapsed bound, negated and divided by np).
@@ -68,11 +78,29 @@ class SGPR(Objective):
     X : array of shape (n, d)
     y : array of shape (n,) or (n, p)
     kernel : str or Kernel, default "gaussian"
+    amplitude : {"profile", "learn"}, default "profile"
+        ``"profile"``: the amplitude is set to its closed-form optimum
+        :math:`a^*` at every evaluation (``params.amplitude`` is ignored and
+        the gradient in ``log_amplitude`` is 0); ``"learn"``: the amplitude is
+        ``params.amplitude``, a coordinate for the optimizer.
     noise_variance : float, default 1.0
         Accepted for a uniform interface (the noise variance of SGPR is
-        :math:`a n\\lambda`, with the amplitude :math:`a` = ``params.amplitude``).
+        :math:`a n\\lambda`, with the amplitude :math:`a` above).
     random_state : None
         Accepted for a uniform interface.
+
+    Attributes
+    ----------
+    amplitude : str
+        The amplitude mode.
+    last_amplitude : float or None
+        The amplitude :math:`a` of the most recent evaluation (:math:`a^*`
+        when profiled); None before the first.
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``amplitude`` not one of "profile", "learn".
 
     Examples
     --------
@@ -89,6 +117,15 @@ class SGPR(Objective):
     name = "sgpr"
     uses_amplitude = True
 
+    def __init__(self, X, y, kernel="gaussian", *, amplitude="profile", noise_variance=1.0, random_state=None):
+        super().__init__(X, y, kernel, noise_variance=noise_variance, random_state=random_state)
+        if not isinstance(amplitude, str):
+            raise TypeError(f"amplitude must be one of {_AMPLITUDE_MODES}, got {amplitude!r}")
+        if amplitude not in _AMPLITUDE_MODES:
+            raise ValueError(f"amplitude must be one of {_AMPLITUDE_MODES}, got {amplitude!r}")
+        self.amplitude = amplitude
+        self.last_amplitude = None
+
     def _evaluate(self, ctx):
         xp, n, p, lam, a = self.xp, self.n, self.p, ctx.penalty, ctx.amplitude
         fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp)
@@ -96,6 +133,13 @@ class SGPR(Objective):
         f = fit(fac, self.Y, xp)
         T = trace_knn(ctx.kernel, self.X, xp) - trace_nystrom(fac, xp)
         nl = fac.n_lam
+        profile = self.amplitude == "profile"
+        if profile:
+            a = float(f.fit) / (n * p * nl)  # a* = Tr(Y^T S_n^-1 Y) / (np)
+            if not 0.0 < a < math.inf:
+                raise ValueError(f"sgpr: the profiled amplitude is {a} (targets y all zero?); "
+                                 "use amplitude='learn'")
+        self.last_amplitude = a
         terms = {
             "log_det": (logdet_M(fac, xp) + (n - m) * math.log(nl)) / n + math.log(a),
             "data_fit": f.fit / (n * p * nl) / a,
@@ -109,5 +153,5 @@ class SGPR(Objective):
         b.add_log_penalty((n - m) / n - terms["data_fit"] - terms["trace"])
         b.add_fit(1.0 / (n * p * nl) / a)
         b.add_trace_nystrom(-1.0 / (n * nl))
-        cot = b.cotangents(self.X)._replace(log_amplitude=1.0 - terms["data_fit"])
+        cot = b.cotangents(self.X)._replace(log_amplitude=0.0 if profile else 1.0 - terms["data_fit"])
         return Evaluation(terms, cot)

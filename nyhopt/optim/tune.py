@@ -283,8 +283,10 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         Hyperparameters kept at their initial value.  The kernel amplitude
         (``params.amplitude``, starting at 1) is learned only by the
         objectives whose value depends on it (``sgpr``; the others ignore it
-        and keep it at 1); ``freeze=("amplitude",)`` keeps it at 1 for
-        ``sgpr`` too, which gives the SGPR objective without amplitude.
+        and keep it at 1; ``sgpr`` profiles it by default, see its option
+        ``amplitude``); ``freeze=("amplitude",)`` keeps it at 1 for
+        ``sgpr`` too (no profiling), which gives the SGPR objective without
+        amplitude.
     patience : int or None, default 10
         Stop when the objective has not improved by more than ``min_delta``
         for this many consecutive steps (None: never stop early).
@@ -437,6 +439,9 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         solver = choose_solver(solver, X.shape[0], params.n_centers)
         tracker = ErrorTracker(X, enc, y, X_val, y_val, template, dtype, solver) if track_errors else None
 
+    profile = getattr(obj, "amplitude", None) == "profile"  # sgpr sets a = a* at every evaluation
+    if profile and "amplitude" in freeze:
+        obj.amplitude, profile = "learn", False  # frozen: a stays at the params' value
     if not obj.uses_amplitude:
         freeze = freeze | {"amplitude"}
     if freeze == set(FIELDS):
@@ -477,6 +482,8 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
                               f"keeping the best point (epoch {best_epoch})", RuntimeWarning, stacklevel=2)
                 break
             t_opt += time.perf_counter() - t0
+            if profile:
+                params = params.replace(log_amplitude=np.asarray(math.log(obj.last_amplitude)))
             if not math.isfinite(value):
                 if epoch == 0:
                     raise ValueError(f"the objective is not finite ({value}) at the initial hyperparameters")
