@@ -157,6 +157,10 @@ class _HyperoptBase(EstimatorMixin):
             callback=callback, task=self._task, dtype=self.dtype,
             objective_options=self.objective_options, solver=self.solver, record_terms=self.record_terms,
         )
+        return self._set_fitted(result, mean, scale, X.shape[1])
+
+    def _set_fitted(self, result, mean, scale, n_features):
+        """Store a :class:`~nyhopt.TuneResult` and the input scaling as fitted attributes."""
         self.model_ = result.model
         self.params_ = result.params
         self.amplitude_ = result.params.amplitude
@@ -166,7 +170,7 @@ class _HyperoptBase(EstimatorMixin):
         self.objective_ = result.objective.name
         self.candidates_ = result.candidates
         self.x_mean_, self.x_scale_ = mean, scale
-        self.n_features_in_ = X.shape[1]
+        self.n_features_in_ = n_features
         return self
 
     # -- prediction --------------------------------------------------------------------------

@@ -241,16 +241,7 @@ def fit_hyperopt_dask(est, X, y, validation=None, callback=None):
         objective_options=est.objective_options, solver=est.solver, record_terms=est.record_terms,
         client=client,
     )
-    est.model_ = result.model
-    est.params_ = result.params
-    est.amplitude_ = result.params.amplitude
-    est.history_ = result.history
-    est.best_epoch_ = result.best_epoch
-    est.stop_reason_ = result.stop_reason
-    est.objective_ = result.objective.name
-    est.candidates_ = result.candidates
-    est.x_mean_, est.x_scale_ = mean, scale
-    est.n_features_in_ = X.shape[1]
+    est._set_fitted(result, mean, scale, X.shape[1])
     if hasattr(est, "_check_feature_names"):
         est._check_feature_names(None, reset=True)  # a dask array has no feature names
     return est

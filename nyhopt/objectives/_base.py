@@ -298,6 +298,17 @@ def _host(a) -> np.ndarray:
     return np.asarray(a.get() if hasattr(a, "get") else a, dtype=np.float64)
 
 
+
+def _positive_from_log(log_value, name):
+    """``exp(params.log_<name>)`` as a float, raising unless it is one finite number giving a value in (0, inf)."""
+    arr = np.asarray(log_value, dtype=np.float64)
+    if arr.size != 1 or not np.isfinite(arr).all():
+        raise ValueError(f"params.log_{name} must be one finite number, got {log_value!r}")
+    value = float(np.exp(arr.reshape(())))
+    if not 0.0 < value < np.inf:
+        raise ValueError(f"params.log_{name}={float(arr.reshape(()))} gives {name} {value}")
+    return value
+
 class Objective:
     """Base class of the model-selection objectives (all minimized).
 
@@ -446,18 +457,8 @@ class Objective:
             raise ValueError(f"params.log_lengthscale has {log_ell.size} entries; expected 1 or {d} (features of X)")
         if not np.all(np.isfinite(log_ell)):
             raise ValueError("params.log_lengthscale contains NaN or infinity")
-        log_lam = np.asarray(params.log_penalty, dtype=np.float64)
-        if log_lam.size != 1 or not np.isfinite(log_lam).all():
-            raise ValueError(f"params.log_penalty must be one finite number, got {params.log_penalty!r}")
-        penalty = float(np.exp(log_lam.reshape(())))
-        if not 0.0 < penalty < np.inf:
-            raise ValueError(f"params.log_penalty={float(log_lam.reshape(()))} gives penalty {penalty}")
-        log_amp = np.asarray(params.log_amplitude, dtype=np.float64)
-        if log_amp.size != 1 or not np.isfinite(log_amp).all():
-            raise ValueError(f"params.log_amplitude must be one finite number, got {params.log_amplitude!r}")
-        amplitude = float(np.exp(log_amp.reshape(())))
-        if not 0.0 < amplitude < np.inf:
-            raise ValueError(f"params.log_amplitude={float(log_amp.reshape(()))} gives amplitude {amplitude}")
+        penalty = _positive_from_log(params.log_penalty, "penalty")
+        amplitude = _positive_from_log(params.log_amplitude, "amplitude")
         kernel = self.kernel.with_lengthscale(np.exp(log_ell))
         return EvalContext(params, kernel, penalty, Z.astype(self.X.dtype, copy=False), wrt, need_grad,
                            amplitude)
