@@ -7,12 +7,32 @@ one line per case (median of ``repeat`` synchronized runs after one warm-up):
 * ``value_and_grad`` of every exact objective on P1 (float64 and float32);
 * one cold ``stoch-prop`` step on P2 and P3 (float64, float32, and float64
   with ``kernel_cache=True``), with the GPU memory pool of the step;
-* a Falkon fit of ``NystromKRR`` at n = 1,000,000, m = 1000.
+* a Falkon fit of ``NystromKRR`` at n = 1,000,000, m = 1000;
+* the HIGGS-size pass of issue #11 (not in ``quick``): ``normal_matvec`` at
+  n = 10^7 (or the largest that fits in 40% of free GPU memory), m = 5000,
+  d = 28, k = 21, float32, data made on the GPU from a seed, with today's
+  cuBLAS path and the fused streaming products (``NYHOPT_CUDA_FUSED`` =
+  ``1`` and ``dot``) in the same run: the Falkon pass (``V`` only) and the
+  stoch-prop pass (20 more columns ``U``, ``kv=True``), each with its first
+  call (compilation) and its relative difference to today's result.
+
+* issue #11's headline (mode ``higgs``, not in the full run): Adam steps of
+  ``stoch-prop`` at the HIGGS size (n = 10^7 or the largest that fits, d = 28,
+  m = 5000, float32, one lengthscale 4, lambda0 = 1/n, t = 20, tol 1e-3,
+  maxiter 100, lr 0.05) for each route -- streaming, the Gram matrix
+  (``gram=True``), the fused products -- each for at most ``budget`` seconds,
+  with the projection to 20 steps from the mean of the warm steps;
+* the exact-objective case of issue #11 (mode ``exact28``): one
+  ``value_and_grad`` of ``prop`` and ``sgpr`` at n = 10^6, m = 1000, d = 28,
+  ARD, float32, and one step of GPyTorch's SGPR on the same data when torch
+  and gpytorch are importable (never a dependency of nyhopt).
 
 Each case is guarded: a failure prints its traceback and the script goes on.
 Usage (on the GPU machine, from the repository root)::
 
-    PYTHONPATH=. python asv_bench/gpu_report.py [quick]
+    PYTHONPATH=. python asv_bench/gpu_report.py [quick | fused | higgs [budget] | exact28]
+
+``fused`` runs the HIGGS-size pass comparison only.
 """
 import sys
 import time
@@ -42,7 +62,183 @@ def _case(label, fn):
         sys.stdout.flush()
 
 
-def main(quick=False):
+def _fmt(t):
+    return f"median {t[0] * 1e3:.2f} ms (min {t[1] * 1e3:.2f} ms)"
+
+
+def fused_vs_today(card, repeat=3):
+    """``normal_matvec`` at the HIGGS size: today's path, fused exact and fused dot, same data."""
+    import cupy as cp
+
+    import nyhopt as nh
+    from nyhopt import ops
+    from nyhopt.ops import _cupy
+
+    sync = cp.cuda.Device().synchronize
+    pool = cp.get_default_memory_pool()
+    m, d, k, t = 5000, 28, 21, 20
+    free = cp.cuda.Device().mem_info[0]
+    n = int(min(10_000_000, 0.4 * free / ((d + 2 * (k + t)) * 4)) // 1000 * 1000)
+    rs = cp.random.RandomState(1234)
+    X = rs.uniform(-1.5, 1.5, (n, d), dtype=cp.float32)
+    Z = X[:m].copy()
+    V = rs.standard_normal((m, k), dtype=cp.float32)
+    U = rs.standard_normal((n, t), dtype=cp.float32)
+    kern = nh.GaussianKernel(4.0)
+    passes = {
+        "Falkon pass normal_matvec(V)": lambda: ops.normal_matvec(kern, X, Z, V),
+        f"stoch-prop pass normal_matvec(V, U with {t} columns, kv=True)":
+            lambda: ops.normal_matvec(kern, X, Z, V, U, kv=True),
+    }
+    saved = _cupy.FUSED_PRODUCTS
+    try:
+        for what, fn in passes.items():
+            today = None
+            for mode, label in (("", "today (cuBLAS blocks)"), ("exact", "fused"), ("dot", "fused dot")):
+                _cupy.FUSED_PRODUCTS = mode
+
+                def run(fn=fn, mode=mode):
+                    nonlocal today
+                    sync()
+                    t0 = time.perf_counter()
+                    res = fn()
+                    sync()
+                    first = time.perf_counter() - t0
+                    timing = _median_time(fn, sync, repeat)
+                    if today is None:
+                        today, diff = res, ""
+                    else:
+                        err = max(float(cp.max(cp.abs(a - b)) / cp.max(cp.abs(b))) for a, b in zip(res, today)
+                                  if b is not None)
+                        diff = f"; relative difference to today {err:.1e}"
+                    return f"{_fmt(timing)}; first call {first:.2f} s{diff}"
+
+                _case(f"HIGGS-size {what} n={n} m={m} d={d} k={k} float32 on {card}, {label}", run)
+                pool.free_all_blocks()
+    finally:
+        _cupy.FUSED_PRODUCTS = saved
+
+
+def _synthetic_gpu(n, d, seed, dtype):
+    """BENCHMARKS.md's target on the first 7 of ``d`` uniform columns, made on the GPU; y standardized."""
+    import cupy as cp
+
+    rs = cp.random.RandomState(seed)
+    X = rs.uniform(-1.5, 1.5, (n, d), dtype=dtype)
+    x = [X[:, j].astype(cp.float64) for j in range(7)]
+    f = (cp.sin(3 * x[0]) + cp.cos(2 * x[1]) + 0.5 * x[2] * x[3] + 0.3 * x[4] ** 2 + 0.2 * cp.sin(5 * x[5])
+         + 0.1 * x[6])
+    y = f + 0.1 * rs.standard_normal(n)
+    return X, ((y - y.mean()) / y.std()).astype(dtype)
+
+
+def higgs_tuning(card, budget=120.0, steps=20):
+    """Adam steps of stoch-prop at the HIGGS size, per route; 20 steps measured or projected."""
+    import cupy as cp
+
+    import nyhopt as nh
+    from nyhopt.ops import _cupy
+    from nyhopt.optim import adam
+
+    sync = cp.cuda.Device().synchronize
+    pool = cp.get_default_memory_pool()
+    d, m, t = 28, 5000, 20
+    free = cp.cuda.Device().mem_info[0]
+    # data (d + 1 columns) and the solve's n x (t + 1) arrays, a few times over, in 60% of free memory
+    n = int(min(10_000_000, 0.6 * free / ((d + 1 + 6 * (t + 1)) * 4)) // 1000 * 1000)
+    X, y = _synthetic_gpu(n, d, 1234, cp.float32)
+    routes = (("streaming", dict(kernel_cache=False, gram=False), ""),
+              ("Gram matrix", dict(kernel_cache=False, gram=True), ""),
+              ("fused products", dict(kernel_cache=False, gram=False), "exact"),
+              ("default settings", {}, ""))
+    saved = _cupy.FUSED_PRODUCTS
+    try:
+        for label, opts, fused in routes:
+            def run(opts=opts, fused=fused):
+                _cupy.FUSED_PRODUCTS = fused
+                obj = nh.make_objective("stoch-prop", X, y, kernel=nh.GaussianKernel(4.0), n_probes=t, tol=1e-3,
+                                        maxiter=100, random_state=0, **opts)
+                params = nh.Params.from_natural(1.0 / n, [4.0], X[:m])
+                state, times, notes = adam.init(params), [], []
+                start = time.perf_counter()
+                while len(times) < steps and time.perf_counter() - start < budget:
+                    sync()
+                    t0 = time.perf_counter()
+                    value, grad = obj.value_and_grad(params)
+                    params, state = adam.update(grad, state, params, lr=0.05)
+                    sync()
+                    times.append(time.perf_counter() - t0)
+                    rec = obj.last_solve
+                    notes.append(f"{times[-1]:.2f}s/{rec.iterations}it/{rec.passes}p")
+                warm = times[1:] or times
+                total = sum(times) + (steps - len(times)) * float(np.mean(warm[-3:]))
+                kind = "measured" if len(times) == steps else f"projected from {len(times)}"
+                return (f"{steps} steps: {total:.1f} s ({kind}); steps {', '.join(notes)}; last value {value:.6g}; "
+                        f"pool {pool.total_bytes() / 2**30:.1f} GiB")
+
+            _case(f"HIGGS-size stoch-prop tuning n={n} m={m} d={d} t={t} float32 on {card}, {label}", run)
+            pool.free_all_blocks()
+    finally:
+        _cupy.FUSED_PRODUCTS = saved
+
+
+def exact_step_vs_gpytorch(card, repeat=5):
+    """One exact ``prop``/``sgpr`` step at n = 1e6, m = 1000, d = 28 (ARD, float32), and GPyTorch's SGPR."""
+    import cupy as cp
+
+    import nyhopt as nh
+
+    sync = cp.cuda.Device().synchronize
+    n, m, d = 1_000_000, 1000, 28
+    X, y = _synthetic_gpu(n, d, 1234, cp.float32)
+    theta = nh.Params.from_natural(penalty=1.0 / n, lengthscale=np.full(d, 4.0), centers=X[:m])
+    for name in ("prop", "sgpr"):
+        def run(name=name):
+            obj = nh.make_objective(name, X, y, random_state=0)
+            return _fmt(_median_time(lambda: obj.value_and_grad(theta), sync, repeat))
+
+        _case(f"exact {name} value_and_grad n={n} m={m} d={d} ARD float32 on {card}", run)
+    try:
+        import gpytorch
+        import torch
+    except ImportError as exc:
+        print(f"GPyTorch SGPR step: not run ({exc})", flush=True)
+        return
+
+    def gpytorch_step():
+        tX = torch.from_dlpack(X)
+        ty = torch.from_dlpack(y)
+
+        class SGPR(gpytorch.models.ExactGP):
+            def __init__(self, likelihood):
+                super().__init__(tX, ty, likelihood)
+                self.mean_module = gpytorch.means.ZeroMean()
+                base = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(ard_num_dims=d))
+                self.covar_module = gpytorch.kernels.InducingPointKernel(base, inducing_points=tX[:m].clone(),
+                                                                         likelihood=likelihood)
+
+            def forward(self, x):
+                return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+        likelihood = gpytorch.likelihoods.GaussianLikelihood().cuda()
+        model = SGPR(likelihood).cuda()
+        model.train()
+        likelihood.train()
+        mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
+        opt = torch.optim.Adam(model.parameters(), lr=0.05)
+
+        def step():
+            opt.zero_grad()
+            loss = -mll(model(tX), ty)
+            loss.backward()
+            opt.step()
+
+        return _fmt(_median_time(step, torch.cuda.synchronize, repeat))
+
+    _case(f"GPyTorch {gpytorch.__version__} SGPR step n={n} m={m} d={d} ARD float32 on {card}", gpytorch_step)
+
+
+def main(quick=False, only_fused=False):
     import cupy as cp
 
     import nyhopt as nh
@@ -50,13 +246,15 @@ def main(quick=False):
     from nyhopt.datasets import synthetic
 
     dev = cp.cuda.runtime.getDeviceProperties(0)
-    print(f"device: {dev['name'].decode()} cupy {cp.__version__} numpy {np.__version__}", flush=True)
+    card = dev['name'].decode()
+    print(f"device: {card} cupy {cp.__version__} numpy {np.__version__}", flush=True)
     sync = cp.cuda.Device().synchronize
     pool = cp.get_default_memory_pool()
     repeat = 3 if quick else 7
-
-    def fmt(t):
-        return f"median {t[0] * 1e3:.2f} ms (min {t[1] * 1e3:.2f} ms)"
+    fmt = _fmt
+    if only_fused:
+        fused_vs_today(card)
+        return
 
     for n in (20000, 1_000_000):
         rng = np.random.default_rng(1234)
@@ -90,12 +288,14 @@ def main(quick=False):
     for which, n, m in (("P2", 20000, 200), ("P3", 1_000_000, 1000)):
         if quick and which == "P3":
             continue
-        for dtype, cache in ((np.float64, False), (np.float32, False), (np.float64, True)):
-            def run(n=n, m=m, dtype=dtype, cache=cache):
+        for dtype, cache, gram in ((np.float64, False, False), (np.float32, False, False), (np.float64, True, False),
+                                   (np.float64, False, True), (np.float64, "auto", "auto")):
+            def run(n=n, m=m, dtype=dtype, cache=cache, gram=gram):
                 ds = synthetic(n, d=8, n_test=10, seed=1234, dtype=dtype)
                 X, y = cp.asarray(ds.X_train), cp.asarray(ds.y_train)
                 theta = nh.Params.from_natural(penalty=1e-4, lengthscale=np.ones(8), centers=X[:m])
-                obj = nh.make_objective("stoch-prop", X, y, kernel="gaussian", random_state=0, kernel_cache=cache)
+                obj = nh.make_objective("stoch-prop", X, y, kernel="gaussian", random_state=0, kernel_cache=cache,
+                                        gram=gram)
 
                 def step():
                     obj.reset()
@@ -108,10 +308,12 @@ def main(quick=False):
                 peak_note = f"pool total {pool.total_bytes() / 2**30:.2f} GiB (data {base / 2**30:.2f} GiB)"
                 value, _ = step()
                 rec = obj.last_solve
-                return (f"{fmt(t)}; {rec.iterations} CG iterations, residual {rec.residual:.2g}, "
+                return (f"{fmt(t)}; {rec.iterations} CG iterations, {rec.passes} passes, residual {rec.residual:.2g}, "
                         f"value {float(value):.6g}; {peak_note}")
 
-            label = f"{which} stoch-prop cold step n={n} m={m} t=20 {np.dtype(dtype).name}" + (" kernel_cache" if cache else "")
+            route = {(False, False): "streaming", (True, False): "kernel_cache", (False, True): "gram",
+                     ("auto", "auto"): "default settings"}[(cache, gram)]
+            label = f"{which} stoch-prop cold step n={n} m={m} t=20 {np.dtype(dtype).name} {route}"
             _case(label, run)
             pool.free_all_blocks()
 
@@ -130,7 +332,22 @@ def main(quick=False):
             return f"fit {t1 - t0:.2f} s, test NRMSE {err:.4f}"
 
         _case("NystromKRR falkon fit n=1e6 m=1000 f64", fit)
+        fused_vs_today(card)
+
+
+def _card():
+    import cupy as cp
+
+    card = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    print(f"device: {card} cupy {cp.__version__} numpy {np.__version__}", flush=True)
+    return card
 
 
 if __name__ == "__main__":
-    main(quick=len(sys.argv) > 1 and sys.argv[1] == "quick")
+    arg = sys.argv[1] if len(sys.argv) > 1 else ""
+    if arg == "higgs":
+        higgs_tuning(_card(), budget=float(sys.argv[2]) if len(sys.argv) > 2 else 120.0)
+    elif arg == "exact28":
+        exact_step_vs_gpytorch(_card())
+    else:
+        main(quick=arg == "quick", only_fused=arg == "fused")

@@ -31,7 +31,7 @@ import contextvars
 import os
 import threading
 
-__all__ = ["map_ranges", "map_chunks", "active_workers", "pool_phase", "min_rows", "in_worker", "in_forked_child"]
+__all__ = ["map_ranges", "map_chunks", "sum_ranges", "active_workers", "pool_phase", "min_rows", "in_worker", "in_forked_child"]
 
 _state = threading.local()
 _lock = threading.Lock()
@@ -159,3 +159,41 @@ def map_chunks(fn, parts: int):
     finally:
         concurrent.futures.wait(futures)  # no worker may still write when the caller moves on
     return [f.result() for f in futures] + [last]
+
+
+def sum_ranges(fn, n: int, rows: int):
+    """``sum(fn(lo, hi))`` over fixed ranges of ``rows`` rows, added in row order.
+
+    The ranges run concurrently on nyhopt's workers, as many at a time as
+    :func:`active_workers`, and their results are added one after the other
+    in row order, so the rounding of the sum does not depend on the number
+    of threads (only on ``rows``).
+
+    Parameters
+    ----------
+    fn : callable ``(lo, hi) -> tuple of arrays``
+        Returns new arrays (the first range's become the accumulators) or None entries.
+    n : int
+        Number of rows (at least 1).
+    rows : int
+        Rows per range.
+
+    Returns
+    -------
+    tuple
+        The element-wise sums.
+    """
+    starts = list(range(0, max(n, 1), max(int(rows), 1)))
+    acc = None
+    workers = active_workers()
+    for w in range(0, len(starts), workers):
+        wave = starts[w:w + workers]
+        parts = map_chunks(lambda c: fn(wave[c], min(wave[c] + rows, n)), len(wave))
+        for part in parts:
+            if acc is None:
+                acc = list(part)
+            else:
+                for i, a in enumerate(part):
+                    if a is not None:
+                        acc[i] += a
+    return tuple(acc)

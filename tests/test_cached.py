@@ -44,22 +44,41 @@ def test_falkon_with_cache_matches_streaming(rng):
 
 
 @pytest.mark.parametrize("estimator", ["rows", "hutchinson"])
-def test_stoch_prop_kernel_cache_gives_the_same_numbers(rng, estimator):
+@pytest.mark.parametrize("route", [(True, False), (False, True), (True, True)], ids=["cache", "gram", "cache+gram"])
+def test_stoch_prop_routes_give_the_same_numbers(rng, estimator, route):
+    """Held kernel, Gram matrix or both: the streaming numbers, up to rounding."""
     X = rng.uniform(-1, 1, (160, 3))
     y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(160)
     params = nh.Params.from_natural(1e-3, [0.8, 1.0, 1.2], X[:15])
     opts = dict(trace_estimator=estimator, n_rows=60, tol=1e-10, random_state=0)
-    plain = nh.make_objective("stoch-prop", X, y, **opts)
-    cached = nh.make_objective("stoch-prop", X, y, kernel_cache=True, **opts)
-    assert cached.cpu_engine == "pool" and plain.cpu_engine == "numba"
+    plain = nh.make_objective("stoch-prop", X, y, kernel_cache=False, gram=False, **opts)
+    other = nh.make_objective("stoch-prop", X, y, kernel_cache=route[0], gram=route[1], **opts)
+    assert other._cpu_engine(params) == "pool" and plain._cpu_engine(params) == "numba"
     v1, g1 = plain.value_and_grad(params)
-    v2, g2 = cached.value_and_grad(params)
+    v2, g2 = other.value_and_grad(params)
     assert v2 == pytest.approx(v1, rel=1e-9)
     for field in ("log_penalty", "log_lengthscale", "centers"):
         np.testing.assert_allclose(getattr(g2, field), getattr(g1, field), rtol=1e-7, atol=1e-10)
-    assert cached.value(params) == pytest.approx(v2, rel=1e-6)
+    assert other.value(params) == pytest.approx(v2, rel=1e-6)
+    assert other.last_solve.passes < plain.last_solve.passes
     with pytest.raises(TypeError, match="kernel_cache"):
         nh.make_objective("stoch-prop", X, y, kernel_cache="yes")
+    with pytest.raises(TypeError, match="gram"):
+        nh.make_objective("stoch-prop", X, y, gram=None)
+
+
+def test_stoch_prop_defaults_hold_the_kernel_when_it_fits(rng):
+    X = rng.uniform(-1, 1, (3000, 3))
+    y = np.sin(3 * X[:, 0])
+    params = nh.Params.from_natural(1e-3, [1.0, 1.0, 1.0], X[:40])
+    obj = nh.make_objective("stoch-prop", X, y, n_rows=100, random_state=0)
+    assert obj._routes(40) == (True, True)  # 3000 x 40 fits 1 GiB; m = 40 <= GRAM_GAIN * 21 * 20
+    with nh.cache_budget(3000 * 40 * 8 - 1):
+        assert obj._routes(40) == (False, True)
+    assert obj._routes(20000)[1] is False  # many centers: K^T K costs more than the passes it saves
+    obj.value_and_grad(params)
+    # kernel evaluation, Gram pass with the right-hand sides, u = K a, adjoint: no pass per CG iteration
+    assert obj.last_solve.passes == 4 and obj.last_solve.iterations > 4
 
 
 @pytest.mark.gpu

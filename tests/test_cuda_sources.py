@@ -266,7 +266,7 @@ def emulator(tmp_path_factory):
     if gxx is None:
         pytest.skip("g++ not found: the host emulation of the CUDA kernels needs a C++20 compiler")
     names = []
-    for source, (template, forms) in cc.SOURCES.items():
+    for source in _RUNNERS:  # fused_products: tests/test_cuda_fused.py
         names += cc.name_expressions(source, "float64")
         names += [n for n in cc.name_expressions(source, "float32") if ", 0" in n or ", 1" in n]
     rows = []
@@ -274,7 +274,7 @@ def emulator(tmp_path_factory):
         source = "kernel_block" if name.startswith("nh_kernel_block") else "adjoint"
         runner = name.replace(cc.SOURCES[source][0].split("<")[0], _RUNNERS[source], 1)
         rows.append(f'{{"{name}", {runner}}},')
-    code = EMULATION + cc.read_source(*cc.SOURCES)
+    code = EMULATION + cc.read_source(*_RUNNERS)
     code += HARNESS.replace("TABLE", "\n        ".join(rows))
     folder = tmp_path_factory.mktemp("cuda_emulation")
     src, exe = folder / "emulate.cpp", folder / "emulate"

@@ -299,14 +299,14 @@ def test_classifier_bad_targets(toy):
 
 
 def test_falkon_fit_memory_is_bounded_by_the_block_budget():
-    """n x m would be 16 MB; with a 1 MiB block budget the fit must stay far below it."""
+    """n x m would be 16 MB; streaming with a 1 MiB block budget, the fit must stay far below it."""
     rng = np.random.default_rng(0)
     n, m = 10_000, 200
     X = rng.normal(size=(n, 4))
     y = np.sin(X[:, 0])
     model = nh.NystromKRR(nh.GaussianKernel(1.0), penalty=1e-4, centers=m, tol=1e-6, random_state=0)
     model.fit(X[:300], y[:300]).predict(X[:10])  # warm up: lazy imports are traced too
-    with nh.memory_budget(2**20):
+    with nh.memory_budget(2**20), nh.cache_budget(0):
         tracemalloc.start()
         model.fit(X, y)
         model.predict(X)

@@ -9,7 +9,10 @@ when they are given a ``dask.array.Array``.
   of float64 ``m x k`` partials) and its Dask tree-reduction implementation;
 * :mod:`nyhopt.distributed.sharded` -- :class:`ShardedData` (``X``, ``y``
   persisted once on the workers, by row blocks) and the block products
-  ``kmv``, ``kmtv``, ``normal_matvec`` over it;
+  ``kmv``, ``kmtv``, ``normal_matvec`` over it; a pass interrupted by the
+  loss of a worker is run again, with its lost blocks rebuilt;
+* :mod:`nyhopt.distributed._handles` -- operands of a pass that outlive a
+  lost worker (broadcast objects, per-block results kept between passes);
 * :mod:`nyhopt.distributed.falkon` -- Falkon with its CG loop, preconditioner
   and every ``m x m`` operation on the driver;
 * :mod:`nyhopt.distributed.estimator` -- ``NystromKRR.fit``/``predict`` on dask arrays.

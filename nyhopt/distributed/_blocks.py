@@ -12,7 +12,8 @@ from .._validation import check_matrix, check_targets
 from ..backend import get_namespace, to_numpy
 
 __all__ = ["prepare_block", "block_normal", "block_kmtv", "block_kmv", "block_moments", "block_scale_targets",
-           "block_with_probes", "block_u_pass", "block_adjoint", "block_rows", "target_columns"]
+           "block_with_probes", "block_u_pass", "block_adjoint", "block_sq_residuals", "block_rows", "target_columns",
+           "take"]
 
 
 def _host64(a):
@@ -113,6 +114,15 @@ def block_adjoint(block, shared, beta, a, wrt, u):
     kg = ops.adjoint_lowrank(kernel, X, Z, P.astype(X.dtype), xp.asarray(a, dtype=X.dtype), wrt=wrt)
     return (None if kg.lengthscale is None else _host64(kg.lengthscale),
             None if kg.centers is None else _host64(kg.centers))
+
+
+def block_sq_residuals(block, shared, alpha):
+    """Partial ``(sum_rows (K alpha - Y)^2,)`` per column, float64, ``Y`` the last ``k`` target columns."""
+    X, W, xp, kernel, Z = _local(block, shared)
+    k = alpha.shape[1]
+    F = ops.kmv(kernel, X, Z, xp.asarray(alpha, dtype=X.dtype))
+    R = (F - W[:, W.shape[1] - k:]).astype(np.float64)
+    return (_host64((R * R).sum(axis=0)),)
 
 
 def block_rows(block, local):

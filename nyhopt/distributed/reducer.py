@@ -90,7 +90,13 @@ class DaskTreeReducer(Reducer):
         self.client = client
         self.split_every = split_every
 
-    def reduce(self, partials):
+    def tree(self, partials):
+        """Submit the tree over ``partials`` (futures, in block order) without waiting; the root future.
+
+        :class:`~nyhopt.distributed.sharded.ShardedData` waits for the root
+        itself, so that it can run the pass again if a worker holding a
+        partial is lost before the sum is complete.
+        """
         level = list(partials)
         if not level:
             raise ValueError("partials is empty: there is nothing to reduce")
@@ -98,5 +104,8 @@ class DaskTreeReducer(Reducer):
         while len(level) > 1:
             groups = [level[i:i + s] for i in range(0, len(level), s)]
             level = [g[0] if len(g) == 1 else self.client.submit(sum_partials, *g, pure=False) for g in groups]
-        root = level[0]
+        return level[0]
+
+    def reduce(self, partials):
+        root = self.tree(partials)
         return root.result() if hasattr(root, "result") else root

@@ -12,13 +12,18 @@ move again; only the small operands travel:
   :class:`~nyhopt.distributed.reducer.Reducer` (a Dask tree by default);
 * ``n``-sized results (``K V``) stay on the workers as a dask array.
 
-If a worker is lost during a pass, its blocks are recomputed by Dask from
-the graph of the input and the pass is run again (at most ``retries``
-times), so the result is the same.
+If a worker is lost during a pass (the reduction included), its blocks are
+built again from the graph of the input (and the functions that derived
+them) and the pass is run again (at most ``retries`` times); per-block
+results kept between passes are computed again where they were lost
+(:mod:`nyhopt.distributed._handles`).  Every step is a pure function of the
+data and the operands, so the result is the same.
 """
 from __future__ import annotations
 
 import math
+from concurrent.futures import CancelledError
+
 import dask
 import dask.array as da
 import distributed
@@ -27,6 +32,7 @@ import numpy as np
 from ..kernels import Kernel
 from . import _blocks
 from ._detect import is_dask_array
+from ._handles import Broadcast, KeptBlocks, who_has
 from .reducer import DaskTreeReducer, Reducer
 
 __all__ = ["ShardedData", "ShardedKernel", "TARGETS", "resolve_client"]
@@ -163,8 +169,9 @@ class ShardedData:
         xb = X.to_delayed().ravel()
         yb = [None] * len(xb) if y is None else y.to_delayed().ravel()
         prepare = dask.delayed(_blocks.prepare_block, pure=False)
-        tasks = [prepare(a, b, i, self.dtype) for i, (a, b) in enumerate(zip(xb, yb))]
-        self.blocks = self.client.compute(tasks)
+        # how to build each block again from the input's graph if its worker is lost
+        self._recipes = [prepare(a, b, i, self.dtype) for i, (a, b) in enumerate(zip(xb, yb))]
+        self.blocks = self.client.compute(self._recipes)
         self._wait_ok(self.blocks)
 
     # -- execution ------------------------------------------------------------------------------
@@ -180,74 +187,151 @@ class ShardedData:
             if f.status == "error":
                 f.result()
 
-    def _holders(self):
-        who = self.client.who_has(self.blocks)
-        if any(not who.get(b.key) for b in self.blocks):  # a block was lost: Dask recomputes it
-            self._wait(self.blocks)
-            who = self.client.who_has(self.blocks)
-        return [list(who[b.key]) for b in self.blocks]
+    def _holders(self, handles=()):
+        """The workers holding each block, and ``who_has`` of the blocks and of the handles' futures.
 
-    def map_blocks(self, func, *args, per_block=None):
-        """Run ``func(block_i, *args, *per_block[i])`` on the worker holding each block; the futures in order.
-
-        Large ``args`` should be futures already (see :meth:`broadcast`);
-        ``per_block`` (a list of tuples, one per block) adds arguments of
-        each block (e.g. its row offset, or a future kept on its worker).  A
-        pass interrupted by the loss of a worker is run again.
+        A block whose worker was lost is built again from its recipe (the
+        input's graph, then the functions that derived it), wherever the
+        scheduler places it; later passes are pinned there.
         """
-        if per_block is None:
-            per_block = [()] * len(self.blocks)
+        extra = [f for h in handles for f in h.futures]
+        who = who_has(self.client, self.blocks + extra)
+        lost = [i for i, b in enumerate(self.blocks) if not who.get(b.key)]
+        if lost:
+            for i in lost:
+                self.blocks[i] = self.client.compute(self._recipes[i])
+            self._wait_ok([self.blocks[i] for i in lost])
+            who = who_has(self.client, self.blocks + extra)
+        return [list(who[b.key]) for b in self.blocks], who
+
+    def _submit(self, func, i, workers, *args):
+        """``func(block_i, *args)`` pinned to ``workers`` (the holders of block ``i``)."""
+        return self.client.submit(func, self.blocks[i], *args, workers=workers, allow_other_workers=False,
+                                  pure=False)
+
+    def submit_kept(self, func, i, workers, args):
+        """Item 1 of ``func(block_i, *args)``, computed and kept on ``workers``."""
+        fut = self._submit(func, i, workers, *args)
+        return self.client.submit(_blocks.take, fut, 1, workers=workers, allow_other_workers=False, pure=False)
+
+    def _run_pass(self, func, args, per_block, finish):
+        """Submit ``func`` on every block, then ``finish(futures, holders) -> (to_wait, result)``.
+
+        The attempt is run again, from the holders of the blocks on, if a
+        worker it uses is lost before ``to_wait`` are all done; ``result()``
+        is returned after they are.
+        """
+        nb = len(self.blocks)
+        per_block = [()] * nb if per_block is None else per_block
+        handles = [a for a in args if isinstance(a, (Broadcast, KeptBlocks))]
         for _ in range(self.retries + 1):
-            holders = self._holders()
-            futs = [self.client.submit(func, b, *args, *extra, workers=w, allow_other_workers=False, pure=False)
-                    for b, w, extra in zip(self.blocks, holders, per_block)]
-            if self._settle(futs, {a for w in holders for a in w}):
-                self._wait_ok(futs)
-                return futs
+            holders, who = self._holders(handles)
+            used = {a for w in holders for a in w}
+            columns = []
+            for a in args:
+                if isinstance(a, KeptBlocks):
+                    kept = a.resolve(self, holders, who)
+                    used |= {w for f in kept for w in who.get(f.key, ())}
+                    columns.append(kept)
+                else:
+                    columns.append([a.resolve(who) if isinstance(a, Broadcast) else a] * nb)
+            futs = [self._submit(func, i, holders[i], *(c[i] for c in columns), *per_block[i]) for i in range(nb)]
+            to_wait, result = finish(futs, holders)
+            if self._settle(to_wait, used):
+                self._wait_ok(to_wait)
+                return result()
         raise RuntimeError(f"workers were lost during each of {self.retries + 1} attempts of a pass; "
                            "check the cluster, or raise retries")
 
     def _settle(self, futs, used):
-        """Wait for ``futs``; False if a worker in ``used`` left before they finished."""
+        """Wait for ``futs``; False if a worker in ``used`` left before they finished.
+
+        Also False when the scheduler cancelled one of them for lost
+        dependencies (every copy of a broadcast operand left with its
+        workers): the next attempt sends the operand again.
+        """
         while True:
             try:
                 self._wait(futs, timeout=1.0)
                 return True
+            except CancelledError:
+                return False
             except TimeoutError:
                 if not used <= set(self.client.scheduler_info(n_workers=-1)["workers"]):
                     return False
 
-    def follow(self, func, futures, *args):
-        """``func(f, *args)`` for each future ``f``, on the worker that holds ``f``."""
-        who = self.client.who_has(futures)
-        return [self.client.submit(func, f, *args, workers=list(who.get(f.key, ())) or None, pure=False)
-                for f in futures]
+    def map_blocks(self, func, *args, per_block=None):
+        """Run ``func(block_i, *args, *per_block[i])`` on the worker holding each block; the futures in order.
+
+        ``args`` are small values, :class:`~nyhopt.distributed._handles.Broadcast`
+        (see :meth:`broadcast`) or :class:`~nyhopt.distributed._handles.KeptBlocks`
+        (block ``i`` gets its own result); ``per_block`` (a list of tuples, one
+        per block) adds arguments of each block (e.g. its row offset).  A pass
+        interrupted by the loss of a worker is run again.
+        """
+        return self._run_pass(func, args, per_block, lambda futs, holders: (futs, lambda: futs))
+
+    def collect(self, func, *args, per_block=None):
+        """:meth:`map_blocks`, with the results brought to the driver (a list in block order)."""
+        return self._run_pass(func, args, per_block,
+                              lambda futs, holders: (futs, lambda: self.client.gather(futs)))
+
+    def reduce(self, func, *args, per_block=None, keep=False):
+        """One pass and the reducer's sum of its float64 partials, run again as a whole if a worker is lost.
+
+        With ``keep``, ``func`` returns ``(partial, kept_i)``; ``kept_i`` stays on
+        the worker and the result is ``(sum, KeptBlocks)``, for a later pass.
+        """
+        tree = isinstance(self.reducer, DaskTreeReducer)
+
+        def finish(futs, holders):
+            parts, kept = futs, []
+            if keep:
+                pin = dict(allow_other_workers=False, pure=False)
+                parts = [self.client.submit(_blocks.take, f, 0, workers=w, **pin) for f, w in zip(futs, holders)]
+                kept = [self.client.submit(_blocks.take, f, 1, workers=w, **pin) for f, w in zip(futs, holders)]
+            root = self.reducer.tree(parts) if tree else None
+            to_wait = ([root] if tree else parts) + kept
+            total = (lambda: root.result()) if tree else (lambda: self.reducer.reduce(parts))
+            if not keep:
+                return to_wait, total
+            return to_wait, lambda: (total(), KeptBlocks(func, args, kept))
+
+        return self._run_pass(func, args, per_block, finish)
 
     def broadcast(self, obj):
-        """Send ``obj`` once to every worker; returns its future."""
-        return self.client.scatter(obj, broadcast=True, hash=False)
+        """Send ``obj`` once to every worker; a handle that sends it again if all copies are lost."""
+        return Broadcast(self.client, obj)
 
     def operand(self, V):
         """``V`` for the tasks of one pass: inline in each task when small, else broadcast once."""
         return V if V.nbytes <= INLINE_BYTES else self.broadcast(V)
-
-    def reduce(self, func, *args, per_block=None):
-        """:meth:`map_blocks` then the reducer's sum of the float64 partials."""
-        return self.reducer.reduce(self.map_blocks(func, *args, per_block=per_block))
 
     @property
     def row_starts(self):
         """Global index of the first row of each block."""
         return tuple(int(v) for v in np.cumsum((0,) + self.row_chunks[:-1]))
 
+    def _copy(self, blocks, func, args, per_block):
+        """A :class:`ShardedData` sharing these settings whose blocks are ``func(block_i, *args, *per_block[i])``."""
+        if any(isinstance(a, (Broadcast, KeptBlocks)) for a in args):
+            raise TypeError("derived blocks take plain arguments (their recipe is replayed after a loss)")
+        per_block = [()] * len(self.blocks) if per_block is None else per_block
+        step = dask.delayed(func, pure=False)
+        other = object.__new__(ShardedData)
+        other.__dict__.update(self.__dict__)
+        other.blocks = blocks
+        other._recipes = [step(r, *args, *extra) for r, extra in zip(self._recipes, per_block)]
+        return other
+
     def derive(self, func, *args, per_block=None):
         """New :class:`ShardedData` whose blocks are ``func(block_i, ...)``, computed where the blocks are.
 
         ``func`` returns ``(X_i, Y_i)``; ``p`` is read from the first block.
+        ``args`` and ``per_block`` are plain values: a derived block lost with
+        its worker is built again by replaying them on its rebuilt parent.
         """
-        other = object.__new__(ShardedData)
-        other.__dict__.update(self.__dict__)
-        other.blocks = self.map_blocks(func, *args, per_block=per_block)
+        other = self._copy(self.map_blocks(func, *args, per_block=per_block), func, args, per_block)
         other.p = int(self.client.submit(_blocks.target_columns, other.blocks[0]).result())
         return other
 
@@ -267,11 +351,9 @@ class ShardedData:
 
     def scale_targets(self, mean, scale):
         """New :class:`ShardedData` whose targets are ``(y - mean) / scale`` (``X`` is shared)."""
-        other = object.__new__(ShardedData)
-        other.__dict__.update(self.__dict__)
-        other.blocks = self.map_blocks(_blocks.block_scale_targets, np.asarray(mean, dtype=np.float64),
-                                       np.asarray(scale, dtype=np.float64))
-        return other
+        args = (np.asarray(mean, dtype=np.float64), np.asarray(scale, dtype=np.float64))
+        return self._copy(self.map_blocks(_blocks.block_scale_targets, *args), _blocks.block_scale_targets,
+                          args, None)
 
     def bind(self, kernel, Z):
         """The operator ``K = k(X, Z)`` on these data (``kernel`` and ``Z`` broadcast once)."""
@@ -280,6 +362,7 @@ class ShardedData:
     def release(self):
         """Drop this object's references to the persisted blocks (Dask frees them when unused)."""
         self.blocks = []
+        self._recipes = []
 
 
 class ShardedKernel:
@@ -322,13 +405,11 @@ class ShardedKernel:
         """``(K^T K V, K^T U or None)`` (float64, m x k), plus ``K V`` as a dask array when ``kv``."""
         use_y = self._check_u(U)
         V2 = self._v(V)
-        futs = self.data.map_blocks(_blocks.block_normal, self._shared, self.data.operand(V2), use_y, kv)
+        out = self.data.reduce(_blocks.block_normal, self._shared, self.data.operand(V2), use_y, kv, keep=kv)
         if not kv:
-            return self.data.reducer.reduce(futs)
-        parts = self.data.follow(_blocks.take, futs, 0)
-        kvs = self.data.follow(_blocks.take, futs, 1)
-        KtKV, KtU = self.data.reducer.reduce(parts)
-        return KtKV, KtU, self.data.as_dask_array(kvs, V2.shape[1], self.data.dtype)
+            return out
+        (KtKV, KtU), kvs = out
+        return KtKV, KtU, self.data.as_dask_array(kvs.futures, V2.shape[1], self.data.dtype)
 
     def kmtv(self, U=TARGETS):
         """``K^T U`` (float64, m x p) for ``U = TARGETS``."""

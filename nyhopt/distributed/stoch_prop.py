@@ -10,7 +10,9 @@ on the workers, each on the blocks it holds:
 * ``u = Knm a`` with its column statistics (and ``Knm^T u``, ``Knm^T W`` for
   the whitened gradient) in one pass; ``u`` stays on the workers;
 * the low-rank adjoint with ``P = 2 (W - u) diag(beta)``, built on the
-  workers from the ``u`` kept there.
+  workers from the ``u`` kept there.  A block of ``u`` lost with its worker
+  between the two passes is computed again by the first pass's function on
+  that block (bitwise the same ``u``) before the adjoint pass uses it.
 
 The probes ``R`` are drawn on the workers, block by block, from the
 objective's seed and the global row indices
@@ -124,18 +126,21 @@ class DaskStochasticProp(StochasticProp):
     def _ensure_probes(self, kernel, Z, cache):
         return None
 
+    def _operator(self, kernel, Z):
+        return None  # the passes run on the workers
+
+    def _cpu_engine(self, params):
+        return self.cpu_engine
+
     def _falkon(self, kernel, Z, lam, W, beta0, precond, rhs, cache):
         return falkon_solve_sharded(kernel, self.data, Z, lam, tol=self.tol, maxiter=self.maxiter, beta0=beta0,
                                     precond=precond, rhs=rhs, warn=False)
 
     def _u_pass(self, kernel, Z, a, whitened, cache):
         op = self._shared = self.data.broadcast((kernel, np.asarray(Z)))  # kept for the adjoint pass
-        futs = self.data.map_blocks(_blocks.block_u_pass, op, np.asarray(a), whitened,
-                                    self.value_form == "plain")
-        parts = self.data.follow(_blocks.take, futs, 0)
-        u = self.data.follow(_blocks.take, futs, 1)
-        KtKa, KtW, wu, uu, rr, ww = self.data.reducer.reduce(parts)
-        return _UPass(u, KtKa, KtW, wu, uu, rr, ww)
+        sums, u = self.data.reduce(_blocks.block_u_pass, op, self.data.operand(np.asarray(a)), whitened,
+                                   self.value_form == "plain", keep=True)
+        return _UPass(u, *sums)
 
     def _data_cotangent(self, st, beta, a, extra=None):
         return _ShardedCotangent(st.u, np.asarray(beta), np.asarray(a))
@@ -149,8 +154,8 @@ class DaskStochasticProp(StochasticProp):
             for i in range(len(self.data.blocks)):
                 lo, hi = np.searchsorted(idx, starts[i]), np.searchsorted(idx, starts[i + 1])
                 pieces.append((idx[lo:hi] - starts[i],))
-            futs = self.data.map_blocks(_blocks.block_rows, per_block=pieces)
-            XQ = np.concatenate(self.data.client.gather(futs), axis=0).astype(self.X.dtype, copy=False)
+            rows = self.data.collect(_blocks.block_rows, per_block=pieces)
+            XQ = np.concatenate(rows, axis=0).astype(self.X.dtype, copy=False)
             self._rows_cache = (q, XQ)
         return self._rows_cache[1]
 
@@ -174,7 +179,7 @@ class DaskStochasticProp(StochasticProp):
             kwrt = tuple(f for f in ("lengthscale", "centers") if f in wrt)
             if kwrt:
                 g_ell, g_z = self.data.reduce(_blocks.block_adjoint, self._shared, sharded.beta,
-                                              sharded.a, kwrt, per_block=[(u,) for u in sharded.u])
+                                              self.data.operand(sharded.a), kwrt, sharded.u)
                 check_finite_grad(KernelGrad(g_ell, g_z, None), np)
                 ell = np.asarray(ctx.params.lengthscale, dtype=np.float64)
                 if g_ell is not None:

@@ -29,6 +29,7 @@ from ..params import Params
 from ..optim._targets import TargetEncoding
 from ..optim.tune import _initial_params
 from ._detect import is_dask_array
+from . import _blocks
 from .estimator import _predict_block
 from .falkon import falkon_solve_sharded
 from .sharded import ShardedData, _check_dask_matrix, _check_dask_targets, resolve_client
@@ -154,7 +155,8 @@ class DaskErrorTracker:
     The coefficients are solved by the distributed Falkon (tol 1e-7, 100
     iterations, as the single-process tracker) on the objective's persisted
     blocks, whose targets are ``[R | Y]``: the probe columns are solved too and
-    ignored.  Errors are reductions over the workers' blocks.
+    ignored.  Errors are reductions over the workers' blocks (the training
+    error is one pass, run again like the others if a worker is lost).
     """
 
     def __init__(self, data: ShardedData, X_val, y_val, enc, kernel, dtype):
@@ -175,17 +177,11 @@ class DaskErrorTracker:
         res = falkon_solve_sharded(kernel, self.data, Z, params.penalty, tol=1e-7, maxiter=100, warn=False)
         p = self.enc.y_mean.shape[0]
         alpha = res.alpha[:, -p:]  # the target columns (the probes come first)
-        op = self.data.bind(kernel, Z)
-        F = op.kmv(alpha)
-        W = self.data.as_dask_array(self.data.map_blocks(_target_block), self.data.p, self.dtype)
-        diff = ((F - W[:, -p:]).astype(np.float64) * self.enc.y_scale) ** 2
-        train = math.sqrt(float(self.data.client.compute(diff.mean()).result()))
+        sq = self.data.reduce(_blocks.block_sq_residuals, self.data.broadcast((kernel, Z)), alpha)[0]
+        scale2 = np.asarray(self.enc.y_scale, dtype=np.float64) ** 2
+        train = math.sqrt(float(np.sum(sq * scale2)) / (self.data.n * p))
         val = math.nan if self.X_val is None else self._rmse(self.X_val, self.y_val, alpha, kernel, Z)
         return train, val
-
-
-def _target_block(block):
-    return block[1]
 
 
 def dask_standardization(X, client=None):

@@ -373,6 +373,10 @@ class Objective:
     #: CPU engine that keeps its threads during an evaluation (see :mod:`nyhopt._threads`).
     cpu_engine = "pool"
 
+    def _cpu_engine(self, params):
+        """The CPU engine (:mod:`nyhopt._threads`) of an evaluation at ``params``: :attr:`cpu_engine`."""
+        return self.cpu_engine
+
     def __init__(self, X, y, kernel="gaussian", *, noise_variance=1.0, random_state=None):
         xp = get_namespace(X, y)
         self.xp = xp
@@ -392,7 +396,7 @@ class Objective:
     # -- public API -----------------------------------------------------------------
     def value(self, params) -> float:
         """Objective value at ``params`` (a Python float)."""
-        with cpu_threads(self.cpu_engine, self.xp):
+        with cpu_threads(self._cpu_engine(params), self.xp):
             ev = self._run(params, frozenset(), need_grad=False)
         return _total(ev.terms)
 
@@ -414,14 +418,14 @@ class Objective:
             Partial derivatives in the same coordinates as ``params`` (float64).
         """
         wrt = _check_wrt(wrt)
-        with cpu_threads(self.cpu_engine, self.xp):
+        with cpu_threads(self._cpu_engine(params), self.xp):
             ctx, ev = self._run(params, wrt, need_grad=True, return_ctx=True)
             grad = params_gradient(ctx.kernel, ctx.Z, ev.cotangents, ctx.params, wrt, self.xp)
         return _total(ev.terms), grad
 
     def terms(self, params) -> dict:
         """Named parts of the objective at ``params``; their sum is :meth:`value`."""
-        with cpu_threads(self.cpu_engine, self.xp):
+        with cpu_threads(self._cpu_engine(params), self.xp):
             return dict(self._run(params, frozenset(), need_grad=False).terms)
 
     def __repr__(self):

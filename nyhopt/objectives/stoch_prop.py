@@ -107,8 +107,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..ops import kernel_matrix, kmtv, kmv, normal_matvec
-from ..ops.cached import CachedKernel
+from .._config import cache_fits
+from ..ops import kernel_matrix
+from ..ops.operator import KernelOperator, gram_pays
 from ._exact import gram, solve_lower_inplace
 from ..solvers import jitter
 from ..solvers._linalg import add_to_diagonal, cholesky_upper, solve_triangular
@@ -142,6 +143,8 @@ DEFAULT_TOL = 1e-4
 DEFAULT_MIN_ROWS = 5000
 #: Default maximal number of CG iterations per step.
 DEFAULT_MAXITER = 200
+#: CG iterations expected of a step before the first one has run (a cold solve at the default tol).
+EXPECTED_ITERATIONS = 20
 
 #: Streams of the objective's seed (:func:`~nyhopt.objectives._trace.keyed_generator`).
 STREAM_PROBES, STREAM_ROWS, STREAM_HUTCHPP, STREAM_SKETCH = 0, 1, 2, 3
@@ -168,6 +171,11 @@ class SolveRecord(NamedTuple):
         Whether the solve started from the previous step's CG variable.
     n_rhs : int
         Number of right-hand sides (probe columns plus target columns).
+    passes : int
+        Sweeps over the ``n x m`` kernel of the whole evaluation: the
+        kernel's evaluation when it is held, the Gram pass or the solve's
+        passes, the pass for ``u = Knm a`` and, with a gradient, the adjoint
+        pass (:mod:`nyhopt.ops.operator`); 0 on a Dask cluster.
     """
 
     iterations: int
@@ -175,6 +183,7 @@ class SolveRecord(NamedTuple):
     converged: bool
     warm_started: bool
     n_rhs: int
+    passes: int = 0
 
 
 def _count(value, name, low=1):
@@ -183,6 +192,15 @@ def _count(value, name, low=1):
     if value < low:
         raise ValueError(f"{name} must be >= {low}, got {value}")
     return int(value)
+
+
+def _policy(value, name):
+    """``"auto"``, True or False."""
+    if isinstance(value, str) and value == "auto":
+        return value
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be 'auto', True or False, got {value!r}")
+    return bool(value)
 
 
 def _choice(value, name, options):
@@ -303,12 +321,22 @@ class StochasticProp(Objective):
         Gradient formula (see the module notes); both are exact at exact
         solves, the whitened one is far more accurate at loose tolerances;
         both take two passes over the data after the solve.
-    kernel_cache : bool, default False
+    kernel_cache : {"auto", True, False}, default "auto"
         Hold :math:`K_{nm}` in memory during each evaluation
         (:class:`~nyhopt.ops.cached.CachedKernel`, ``n m`` numbers of the data
-        dtype): every pass but the adjoint becomes a matrix product, several
-        times faster on the CPU.  Off by default, so that memory stays
-        :math:`O(n(t + p) + m^2)`; turn it on when ``n x m`` fits.
+        dtype): every pass but the adjoint becomes a matrix product.
+        ``"auto"`` holds it when it fits the cache budget
+        (:func:`nyhopt.set_cache_budget`: 1 GiB on the host, half the free
+        GPU memory by default) and streams otherwise, with memory
+        :math:`O(n(t + p) + m^2)`.
+    gram : {"auto", True, False}, default "auto"
+        Form :math:`K_{nm}^T K_{nm}` once per evaluation (one pass, with the
+        right-hand sides) so that the CG iterations make no pass over the
+        data (:mod:`nyhopt.ops.operator`).  ``"auto"``: on the CPU when
+        ``m <= GRAM_GAIN * (t + p) * iterations`` for the iterations of the
+        previous step (:data:`EXPECTED_ITERATIONS` before the first), and
+        during a solve once streaming has cost as much; not on a GPU (not
+        measured there yet).  The iterates are the same up to rounding.
     noise_variance : float, default 1.0
         :math:`s^2`.
     random_state : int, Generator or None
@@ -370,10 +398,29 @@ class StochasticProp(Objective):
 
     name = "stoch-prop"
 
-    @property
-    def cpu_engine(self):
-        """Streaming passes: Numba owns the cores; with the kernel cache, nyhopt's worker pool."""
-        return "pool" if self.kernel_cache else "numba"
+    cpu_engine = "numba"
+
+    def _routes(self, m):
+        """``(hold K, form K^T K up front)`` for ``m`` centers (see ``kernel_cache`` and ``gram``)."""
+        xp = self.xp
+        cache = self.kernel_cache
+        if cache == "auto":
+            cache = cache_fits(self.n, m, self.X.dtype.itemsize, xp)
+        gram = self.gram
+        if gram == "auto":
+            expected = EXPECTED_ITERATIONS if self.last_solve is None else max(self.last_solve.iterations, 1)
+            gram = gram_pays(m, self.n_probes + self.p, expected, xp)
+        return cache, gram
+
+    def _cpu_engine(self, params):
+        """Streaming passes: Numba owns the cores; matrix products (held kernel, Gram matrix): nyhopt's pool."""
+        cache, gram = self._routes(params.n_centers)
+        return "pool" if cache or gram else "numba"
+
+    def _operator(self, kernel, Z):
+        """The :class:`~nyhopt.ops.operator.KernelOperator` of one evaluation (a hook: None on Dask)."""
+        cache, gram = self._routes(Z.shape[0])
+        return KernelOperator(kernel, self.X, Z, cache=cache, gram=True if gram else self.gram)
 
     def __init__(
         self,
@@ -393,13 +440,15 @@ class StochasticProp(Objective):
         normalization="released",
         value_form="energy",
         gradient="whitened",
-        kernel_cache=False,
+        kernel_cache="auto",
+        gram="auto",
         noise_variance=1.0,
         random_state=None,
     ):
         super().__init__(X, y, kernel, noise_variance=noise_variance, random_state=random_state)
         self._set_options(n_probes, probes, trace_estimator, effective_dimension_estimator, sketch_size,
-                          n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, kernel_cache)
+                          n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, kernel_cache,
+                          gram)
 
         # Everything random comes from one seed through counter-based streams (_trace.probe_rows):
         # the same probes and rows for any chunking of the data (the Dask path draws them per block).
@@ -420,7 +469,8 @@ class StochasticProp(Objective):
         self.last_terms = None
 
     def _set_options(self, n_probes, probes, trace_estimator, effective_dimension_estimator, sketch_size,
-                     n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, kernel_cache):
+                     n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, kernel_cache,
+                     gram="auto"):
         """Validate and store the options (``self.n`` must be set)."""
         self.n_probes = _count(n_probes, "n_probes")
         self.probe_kind = _choice(probes, "probes", PROBE_KINDS)
@@ -440,9 +490,8 @@ class StochasticProp(Objective):
         if not isinstance(warm_start, (bool, np.bool_)):
             raise TypeError(f"warm_start must be a bool, got {warm_start!r}")
         self.warm_start = bool(warm_start)
-        if not isinstance(kernel_cache, (bool, np.bool_)):
-            raise TypeError(f"kernel_cache must be a bool, got {kernel_cache!r}")
-        self.kernel_cache = bool(kernel_cache)
+        self.kernel_cache = _policy(kernel_cache, "kernel_cache")
+        self.gram = _policy(gram, "gram")
         if self.effective_dimension_estimator == "hutch++":
             if sketch_size is None:
                 k = max(1, min(self.n_probes // 2, self.n))
@@ -471,13 +520,13 @@ class StochasticProp(Objective):
         """``W = [V | Y]`` in the data dtype (the right-hand sides of every solve)."""
         return self.xp.concatenate([probes.vectors.astype(self.X.dtype, copy=False), self.Y], axis=1)
 
-    def _ensure_probes(self, kernel, Z, cache):
+    def _ensure_probes(self, kernel, Z, op):
         if self.probes is not None:
             return
         xp = self.xp
         rng = keyed_generator(self.seed, STREAM_SKETCH)
         omega = xp.asarray(rng.standard_normal((Z.shape[0], self.sketch_size))).astype(self.X.dtype)
-        sketch = kmv(kernel, self.X, Z, omega) if cache is None else cache.kmv(omega)
+        sketch = op.kmv(omega)
         self.probes = hutchpp_probes(sketch, self._G, xp=xp, dtype=self.X.dtype)
         self._W = self._stack(self.probes)
         self._beta = None
@@ -490,7 +539,7 @@ class StochasticProp(Objective):
         return self._rows_cache[1]
 
     # -- the estimator ------------------------------------------------------------------------------
-    def _solve(self, kernel, Z, lam, W, cache):
+    def _solve(self, kernel, Z, lam, W, op, rhs=None):
         """Falkon solve of ``B a = Knm^T W`` (warm-started); returns (a, precond, rhs or None)."""
         xp, X = self.xp, self.X
         m = Z.shape[0]
@@ -499,10 +548,9 @@ class StochasticProp(Objective):
         n_rhs = len(self.probes.weights) + self.p
         if beta0 is not None and beta0.shape != (m, n_rhs):
             beta0 = None
-        rhs = None
-        if self.trace_estimator == "hutchinson":  # Knm^T V is needed for Tr Kt
-            rhs = (kmtv(kernel, X, Z, W) if cache is None else cache.kmtv(W)).astype(xp.float64, copy=False)
-        res = self._falkon(kernel, Z, lam, W, beta0, precond, rhs, cache)
+        if rhs is None and self.trace_estimator == "hutchinson":  # Knm^T V is needed for Tr Kt
+            rhs = op.kmtv(W).astype(xp.float64, copy=False)
+        res = self._falkon(kernel, Z, lam, W, beta0, precond, rhs, op)
         cg = res.cg
         residual = float(cg.residual_norms[-1]) if len(cg.residual_norms) else float("nan")
         self.last_solve = SolveRecord(int(cg.iterations), residual, bool(cg.converged), beta0 is not None,
@@ -518,16 +566,20 @@ class StochasticProp(Objective):
             self._beta = res.beta
         return res.alpha, precond, rhs
 
-    def _u_pass(self, kernel, Z, a, whitened, cache):
-        """The pass ``u = Knm a`` with its column statistics (and ``Knm^T u``, ``Knm^T W`` if ``whitened``)."""
+    def _u_pass(self, kernel, Z, a, whitened, op):
+        """The pass ``u = Knm a`` with its column statistics (and ``Knm^T u``, ``Knm^T W`` if ``whitened``).
+
+        With the Gram matrix and ``Knm^T W`` from its pass, ``Knm^T u = G a`` needs no pass.
+        """
         xp, X, W = self.xp, self.X, self._W
         a_dt = a.astype(X.dtype, copy=False)
         KtKa = KtW = None
-        if whitened:
-            KtKa, KtW, u = (normal_matvec(kernel, X, Z, a_dt, W, kv=True) if cache is None
-                            else cache.normal_matvec(a_dt, W, kv=True))
+        if whitened and op.gram is not None and op.gram_rhs is not None:
+            u, KtKa, KtW = op.kmv(a_dt), op.gram @ a.astype(xp.float64, copy=False), op.gram_rhs
+        elif whitened:
+            KtKa, KtW, u = op.normal_matvec(a_dt, W, kv=True)
         else:
-            u = kmv(kernel, X, Z, a_dt) if cache is None else cache.kmv(a_dt)
+            u = op.kmv(a_dt)
         return _UPass(u, KtKa, KtW, *column_stats(W, u, xp, self.value_form == "plain"))
 
     def _data_cotangent(self, st, beta, a, extra=None):
@@ -547,10 +599,10 @@ class StochasticProp(Objective):
             Q = xp.concatenate([a, Gam], axis=1)
         return KernelCotangent(X, P=P.astype(X.dtype, copy=False), Q=Q.astype(X.dtype, copy=False))
 
-    def _falkon(self, kernel, Z, lam, W, beta0, precond, rhs, cache):
+    def _falkon(self, kernel, Z, lam, W, beta0, precond, rhs, op):
         """The Falkon solve with right-hand sides ``Knm^T W`` (a hook: the Dask path solves on the cluster)."""
         return falkon_solve(kernel, self.X, Z, W, lam, tol=self.tol, maxiter=self.maxiter, beta0=beta0,
-                            precond=precond, rhs=rhs, warn=False, cache=cache)
+                            precond=precond, rhs=rhs, warn=False, cache=op)
 
     def _trace_gap(self, kernel, Z, rhs, weights, k):
         """``T = Tr(Knn - Kt)`` and what its cotangents need."""
@@ -576,18 +628,22 @@ class StochasticProp(Objective):
         kappa = n * n * lam if self.normalization == "released" else n * lam
         s2 = self.noise_variance
 
-        cache = CachedKernel(kernel, X, Z) if self.kernel_cache else None
-        self._ensure_probes(kernel, Z, cache)
+        op = self._operator(kernel, Z)
+        self._ensure_probes(kernel, Z, op)
         probes, W = self.probes, self._W
         k = len(probes.weights)
         weights = xp.asarray(probes.weights, dtype=f64)
 
-        a, precond, rhs = self._solve(kernel, Z, lam, W, cache)
+        # With the Gram matrix the solve's right-hand sides Knm^T W come with it, in one pass.
+        rhs = op.form_gram(W) if op is not None and op.gram_policy is True else None
+        a, precond, rhs = self._solve(kernel, Z, lam, W, op, rhs)
 
         # Quadratic forms from u = Knm a; the whitened gradient's Knm^T (W - u) comes from the same pass.
         whitened = ctx.need_grad and self.gradient == "whitened"
-        st = self._u_pass(kernel, Z, a, whitened, cache)
-        del cache  # n x m: not needed by the adjoint (it evaluates the kernel derivative)
+        st = self._u_pass(kernel, Z, a, whitened, op)
+        if op is not None:  # the adjoint pass of the gradient counts one more
+            self.last_solve = self.last_solve._replace(passes=op.passes + int(ctx.need_grad))
+        del op  # a held n x m kernel is not needed by the adjoint (it evaluates the kernel derivative)
         b = precond.T @ a  # whitened coefficients; ||b_j||^2 = a_j^T (Kmm + eps m I) a_j
         bb = xp.sum(b * b, axis=0)
         if self.value_form == "energy":

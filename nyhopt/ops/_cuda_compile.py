@@ -2,7 +2,8 @@
 
 The CUDA C kernels live in ``nyhopt/ops/_cuda/*.cu`` as templates on the
 data type ``T`` (float or double), the kernel kind and, for the adjoint, the
-form of the cotangent.  This module is the one place that knows
+form of the cotangent (for the fused products, the width of the operand
+columns a thread accumulates).  This module is the one place that knows
 
 * which template instantiations (NVRTC *name expressions*) each source needs
   (:data:`SOURCES`, :func:`name_expressions`);
@@ -21,7 +22,7 @@ Examples
 --------
 >>> from nyhopt.ops import _cuda_compile as cc
 >>> sorted(cc.SOURCES)
-['adjoint', 'kernel_block']
+['adjoint', 'fused_products', 'kernel_block']
 >>> cc.name_expressions("kernel_block", "float32")[:2]
 ['nh_kernel_block<float, 0>', 'nh_kernel_block<float, 1>']
 """
@@ -54,11 +55,15 @@ __all__ = [
 KINDS = ("gaussian", "laplacian", "matern32", "matern52")
 
 #: For each source file (without ``.cu``): the template of its kernel name,
-#: filled with the C type ``T``, the kind code ``K`` and the cotangent form
-#: ``L`` (``true`` for low rank).
+#: filled with the C type ``T``, the kind code ``K`` and the form ``L`` (the
+#: cotangent of the adjoint: ``true`` for low rank; the column width ``KC`` of
+#: the fused products), and its forms.  Forms given as a tuple share one
+#: module per (source, dtype); forms given per dtype (a dict) get one module
+#: per (source, dtype, form), compiled when a call first needs it.
 SOURCES = {
     "kernel_block": ("nh_kernel_block<{T}, {K}>", (None,)),
     "adjoint": ("nh_adjoint<{T}, {K}, {L}>", ("false", "true")),
+    "fused_products": ("nh_fused_products<{T}, {K}, {L}>", {"float32": ("8", "16", "32"), "float64": ("8", "16")}),
 }
 
 #: NVRTC options used at run time and in the compile test.
@@ -120,19 +125,43 @@ def _ctype(dtype) -> str:
     return _C_TYPES[key]
 
 
-def kernel_name(source: str, dtype, kind: str, lowrank: bool | None = None) -> str:
-    """Name expression of one instantiation, e.g. ``'nh_adjoint<double, 1, true>'``."""
-    template, forms = SOURCES[source]
+def _forms(source: str, dtype) -> tuple:
+    _ctype(dtype)
+    forms = SOURCES[source][1]
+    return forms[np.dtype(dtype).name] if isinstance(forms, dict) else forms
+
+
+def _form(source: str, dtype, form) -> str | None:
+    """Template text of ``form``: a bool for the adjoint (low rank), an int for the fused products."""
+    forms = _forms(source, dtype)
+    if forms == (None,):
+        return None
+    if forms == ("false", "true"):
+        return "true" if form else "false"
+    text = str(form)
+    if text not in forms:
+        raise ValueError(f"{source} has no form {form!r} for {np.dtype(dtype).name}; expected one of {forms}")
+    return text
+
+
+def kernel_name(source: str, dtype, kind: str, form=None, *, lowrank: bool | None = None) -> str:
+    """Name expression of one instantiation, e.g. ``'nh_adjoint<double, 1, true>'``.
+
+    ``form`` is the adjoint's low-rank flag (also accepted as ``lowrank``),
+    or the column width of the fused products
+    (``nh_fused_products<float, 0, 32>``); other sources take none.
+    """
+    form = lowrank if lowrank is not None else form
     if kind not in KINDS:
         raise ValueError(f"kernel kind {kind!r} has no CUDA implementation; expected one of {KINDS}")
-    form = None if forms == (None,) else ("true" if lowrank else "false")
-    return template.format(T=_ctype(dtype), K=KINDS.index(kind), L=form)
+    return SOURCES[source][0].format(T=_ctype(dtype), K=KINDS.index(kind), L=_form(source, dtype, form))
 
 
-def name_expressions(source: str, dtype) -> list[str]:
-    """Every instantiation of ``source`` that the run time may ask for, for one dtype."""
-    template, forms = SOURCES[source]
-    return [template.format(T=_ctype(dtype), K=k, L=form) for form in forms for k in range(len(KINDS))]
+def name_expressions(source: str, dtype, form=None) -> list[str]:
+    """Every instantiation of ``source`` that the run time may ask for, for one dtype (and one form)."""
+    template = SOURCES[source][0]
+    forms = _forms(source, dtype) if form is None else (_form(source, dtype, form),)
+    return [template.format(T=_ctype(dtype), K=k, L=f) for f in forms for k in range(len(KINDS))]
 
 
 # ----------------------------------------------------------------- NVRTC (no GPU)
@@ -234,21 +263,24 @@ _modules: dict = {}
 _lock = threading.Lock()
 
 
-def get_function(source: str, dtype, kind: str, lowrank: bool | None = None):
-    """Compiled kernel ``source`` for ``dtype``/``kind`` on the current device.
+def get_function(source: str, dtype, kind: str, form=None):
+    """Compiled kernel ``source`` for ``dtype``/``kind`` (and ``form``) on the current device.
 
-    The module of a (source, dtype) pair holds every kind and is built on
-    first use, once per device; CuPy also keeps compiled binaries in its
-    on-disk cache across processes.
+    The module of a (source, dtype) pair holds every kind (and, for forms
+    listed per dtype in :data:`SOURCES`, one module per form does) and is
+    built on first use, once per device; CuPy also keeps compiled binaries in
+    its on-disk cache across processes.
     """
     import cupy
 
-    name = kernel_name(source, dtype, kind, lowrank)
-    key = (cupy.cuda.Device().id, source, np.dtype(dtype).name)
+    name = kernel_name(source, dtype, kind, form)
+    per_form = isinstance(SOURCES[source][1], dict)
+    key = (cupy.cuda.Device().id, source, np.dtype(dtype).name) + ((_form(source, dtype, form),) if per_form else ())
     with _lock:
         mod = _modules.get(key)
         if mod is None:
             load_nvrtc()
-            mod = cupy.RawModule(code=read_source(source), options=OPTIONS, name_expressions=name_expressions(source, dtype))
+            names = name_expressions(source, dtype, form if per_form else None)
+            mod = cupy.RawModule(code=read_source(source), options=OPTIONS, name_expressions=names)
             _modules[key] = mod
     return mod.get_function(name)

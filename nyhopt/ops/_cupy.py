@@ -12,6 +12,28 @@ Same functions and signatures as :mod:`nyhopt.ops._reference`
   by the memory budget, exactly as in the reference.  For many features
   (``d > FUSED_BLOCK_MAX_D``) a GEMM computes the distances faster, so the
   reference path is used as is.
+* Opt-in fused streaming products (``NYHOPT_CUDA_FUSED``, off by default
+  until measured on a GPU): ``K V``, ``K^T U`` and ``K^T (K V)`` run the
+  CUDA kernel ``nh_fused_products`` (``_cuda/fused_products.cu``), which
+  forms 64 x 64 tiles of ``k(X, Z)`` in registers and contracts them with
+  the operand on chip, so no kernel block reaches GPU memory.  ``K^T U`` is
+  the same kernel with rows and centers swapped (``k`` is symmetric), its
+  sum over the rows split across blocks and added in float64;
+  ``normal_matvec`` is two sweeps, ``W = K V`` and then ``K^T [W, U]``
+  (``K`` is computed twice).  Operands wider than 32 columns (16 in
+  float64) take one sweep per group of columns.  The variable is read once,
+  when this module is imported, into :data:`FUSED_PRODUCTS`:
+
+  ===============  ==========================================================
+  unset, ``0``      off: the cuBLAS path above
+  ``1``             fused, distances from coordinate differences (the same
+                    kernel values as ``nh_kernel_block``)
+  ``dot``           fused, ``|x|^2 + |z|^2 - 2 x.z`` (half the distance work;
+                    the Laplacian keeps exact differences)
+  ===============  ==========================================================
+
+  Setting :data:`FUSED_PRODUCTS` (``""``, ``"exact"`` or ``"dot"``) later
+  takes effect at the next call.  Timings: docs/benchmarks.md.
 * Adjoints run the fused CUDA kernel ``nh_adjoint`` (``_cuda/adjoint.cu``):
   ``W_ij = G_ij phi'(s_ij)`` (``G_ij = P_i . Q_j`` for the low-rank form) is
   reduced on the fly into the center, lengthscale and ``X`` sums, with no
@@ -36,6 +58,8 @@ CuPy arrays here)::
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .._config import block_rows
@@ -46,6 +70,7 @@ from ._cuda_compile import KINDS, get_function
 __all__ = [
     "FUSED_BLOCK_MAX_D",
     "FUSED_ADJOINT_MAX_D",
+    "FUSED_PRODUCTS",
     "kernel_matrix",
     "kmv",
     "kmtv",
@@ -64,6 +89,26 @@ FUSED_ADJOINT_MAX_D = (48 * 1024) // (33 * 8)
 _BLOCK = (32, 8)  # threads: 32 centers (one warp) x 8 rows
 _BLOCKS_PER_SM = 8  # adjoint grid: about this many blocks per multiprocessor
 _MAX_GRID_Y = 65535
+
+
+def _fused_setting(value):
+    """``""`` (off), ``"exact"`` or ``"dot"`` from the text of ``NYHOPT_CUDA_FUSED``."""
+    text = value.strip().lower()
+    if text in ("", "0"):
+        return ""
+    if text in ("1", "exact"):
+        return "exact"
+    if text == "dot":
+        return "dot"
+    raise ValueError(f"NYHOPT_CUDA_FUSED must be '0', '1' (or 'exact') or 'dot', got {value!r}")
+
+
+#: Fused streaming products: ``""`` (off, the default), ``"exact"`` or
+#: ``"dot"``; from ``NYHOPT_CUDA_FUSED`` at import (see the module notes).
+FUSED_PRODUCTS = _fused_setting(os.environ.get("NYHOPT_CUDA_FUSED", ""))
+_FUSED_TILE = 64  # points per block and per tile of nh_fused_products (BM = BN)
+_FUSED_WIDTHS = {"float32": (8, 16, 32), "float64": (8, 16)}  # its column widths KC
+_FUSED_BLOCKS_PER_SM = 32  # sums split across blocks: about this many blocks per multiprocessor
 
 
 def _fused(kernel, X, max_d):
@@ -99,6 +144,102 @@ def _blocks(n, m, itemsize, per_row):
         yield slice(start, min(start + b, n)), b
 
 
+# ------------------------------------------------------ fused streaming products
+def _streaming(kernel, X):
+    return bool(FUSED_PRODUCTS) and _fused(kernel, X, FUSED_BLOCK_MAX_D)
+
+
+def _scaled_rows(X, Z, ell, xp):
+    """C-contiguous ``X / ell`` (n, d) and ``Z / ell`` (m, d) in the data dtype."""
+    return (xp.ascontiguousarray(_reference.scaled(X, ell, xp)), xp.ascontiguousarray(_reference.scaled(Z, ell, xp)))
+
+
+def _norms(kernel, *points):
+    """Squared norms of each array of scaled points for the ``dot`` distances, else ``None``."""
+    if FUSED_PRODUCTS != "dot" or kernel.needs_exact_distances:
+        return None
+    return tuple((P * P).sum(axis=1) for P in points)
+
+
+def _column_groups(k, dtype):
+    """``(c0, kc, KC)`` per sweep: ``k`` columns in balanced groups of at most the widest ``KC``."""
+    widths = _FUSED_WIDTHS[np.dtype(dtype).name]
+    groups = -(-k // widths[-1])
+    size = -(-k // groups)
+    for c0 in range(0, k, size):
+        kc = min(size, k - c0)
+        yield c0, kc, next(w for w in widths if w >= kc)
+
+
+def _contract(kernel, A, B, V, xp, norms=None, out=None):
+    """``out[a, :k] = sum_b k(A_a, B_b) V[b, :]`` with the fused kernel, in the dtype of ``A``.
+
+    Parameters
+    ----------
+    A, B : arrays (na, d), (nb, d)
+        Scaled points, C-contiguous: the rows of the result, and the points
+        summed over (``kmv``: ``A = X / ell``, ``B = Z / ell``; ``kmtv``:
+        swapped, since :math:`k(x, z) = k(z, x)`).
+    V : array (nb, k), C-contiguous
+    norms : (array (na,), array (nb,)) or None
+        Squared norms of ``A`` and ``B`` rows for the ``dot`` distances.
+    out : array (na, >= k), C-contiguous, optional
+        Receives the result in its first ``k`` columns.
+
+    Returns
+    -------
+    out : array (na, k) (or the given ``out``)
+
+    Notes
+    -----
+    A block owns 64 points of ``A``; when there are too few of them to fill
+    the device, the points of ``B`` are split in ``gy`` ranges and the blocks
+    add their float64 sums atomically (then one cast to the data dtype).
+    """
+    na, d = A.shape
+    nb, k = V.shape
+    out = xp.empty((na, k), dtype=A.dtype) if out is None else out
+    if na == 0 or k == 0:
+        return out
+    if nb == 0:
+        out[:, :k] = 0
+        return out
+    gx = -(-na // _FUSED_TILE)
+    tiles = -(-nb // _FUSED_TILE)
+    gy = min(tiles, _MAX_GRID_Y, max(1, -(-_FUSED_BLOCKS_PER_SM * _multiprocessors(xp) // gx)))
+    per = -(-tiles // gy)
+    gy = -(-tiles // per)
+    accumulate = gy > 1
+    out64 = xp.zeros((na, k), dtype=xp.float64) if accumulate else xp.empty(1, dtype=xp.float64)
+    An2, Bn2 = (A, B) if norms is None else norms  # unused without dot: any valid pointers
+    ints = (na, nb, d, k)
+    for c0, kc, width in _column_groups(k, A.dtype):
+        fn = get_function("fused_products", A.dtype, kernel.kind, width)
+        args = (A, B, V, An2, Bn2, *map(_i32, ints + (c0, kc, per * _FUSED_TILE, norms is not None, accumulate)),
+                out, out64, _i32(k if accumulate else out.shape[1]))
+        fn((gx, gy), _BLOCK, args)
+    if accumulate:
+        out[:, :k] = out64
+    return out
+
+
+def _fused_normal_matvec(kernel, X, Z, V, ell, xp, U, kv):
+    """``normal_matvec`` in two fused sweeps: ``W = K V`` into ``[W, U]``, then ``K^T [W, U]``."""
+    Xs, Zs = _scaled_rows(X, Z, ell, xp)
+    k = V.shape[1]
+    WU = xp.empty((X.shape[0], k + (0 if U is None else U.shape[1])), dtype=X.dtype)
+    norms = _norms(kernel, Xs, Zs)
+    _contract(kernel, Xs, Zs, xp.ascontiguousarray(V), xp, norms=norms, out=WU)
+    if U is not None:
+        WU[:, k:] = U
+    KtWU = _contract(kernel, Zs, Xs, WU, xp, norms=None if norms is None else norms[::-1])
+    KtKV = xp.ascontiguousarray(KtWU[:, :k])
+    KtU = None if U is None else xp.ascontiguousarray(KtWU[:, k:])
+    if not kv:
+        return KtKV, KtU
+    return KtKV, KtU, (WU if U is None else xp.ascontiguousarray(WU[:, :k]))
+
+
 def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False):
     """Dense ``k(X, Z)`` (n, m) in the dtype of ``X``.
 
@@ -118,6 +259,9 @@ def kmv(kernel, X, Z, V, ell, xp):
     """``k(X, Z) @ V`` for V (m, k); result (n, k)."""
     if not _fused(kernel, X, FUSED_BLOCK_MAX_D):
         return _reference.kmv(kernel, X, Z, V, ell, xp)
+    if _streaming(kernel, X):
+        Xs, Zs = _scaled_rows(X, Z, ell, xp)
+        return _contract(kernel, Xs, Zs, xp.ascontiguousarray(V), xp, norms=_norms(kernel, Xs, Zs))
     Xs, Zt = _scaled_inputs(X, Z, ell, xp)
     n, m = X.shape[0], Z.shape[0]
     out = xp.empty((n, V.shape[1]), dtype=X.dtype)
@@ -133,6 +277,9 @@ def kmtv(kernel, X, Z, U, ell, xp):
     """``k(X, Z).T @ U`` for U (n, k); result (m, k)."""
     if not _fused(kernel, X, FUSED_BLOCK_MAX_D):
         return _reference.kmtv(kernel, X, Z, U, ell, xp)
+    if _streaming(kernel, X):
+        Xs, Zs = _scaled_rows(X, Z, ell, xp)
+        return _contract(kernel, Zs, Xs, xp.ascontiguousarray(U), xp, norms=_norms(kernel, Zs, Xs))
     Xs, Zt = _scaled_inputs(X, Z, ell, xp)
     n, m = X.shape[0], Z.shape[0]
     out = xp.zeros((m, U.shape[1]), dtype=xp.float64)  # sums across blocks in float64, as the CPU paths
@@ -148,6 +295,8 @@ def normal_matvec(kernel, X, Z, V, ell, xp, U=None, kv=False):
     """``(K^T K V, K^T U or None)`` in one pass over ``X``; both (m, k) (and ``K V`` (n, k) with ``kv``)."""
     if not _fused(kernel, X, FUSED_BLOCK_MAX_D):
         return _reference.normal_matvec(kernel, X, Z, V, ell, xp, U=U, kv=kv)
+    if _streaming(kernel, X):
+        return _fused_normal_matvec(kernel, X, Z, V, ell, xp, U, kv)
     Xs, Zt = _scaled_inputs(X, Z, ell, xp)
     n, m = X.shape[0], Z.shape[0]
     out = xp.zeros((m, V.shape[1]), dtype=xp.float64)  # sums across blocks in float64, as the CPU paths

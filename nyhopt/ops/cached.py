@@ -5,12 +5,14 @@ every pass: that is what keeps their memory at row blocks, and what makes a
 pass cost several times a matrix product on the CPU.  When the ``n x m``
 matrix fits in memory and the same :math:`K` is used for many passes (a
 Falkon solve: one per CG iteration), :class:`CachedKernel` evaluates it once
-and turns every pass into BLAS products.  It is an opt-in (for example
-``make_objective("stoch-prop", ..., kernel_cache=True)``): the scalable
-paths never form :math:`K` by default.
+and turns every pass into BLAS products.  The Falkon solver and ``stoch-prop``
+hold it by default when ``n x m`` numbers fit the cache budget
+(:func:`nyhopt.set_cache_budget`; 1 GiB on the host by default) and stream
+otherwise (:class:`nyhopt.ops.operator.KernelOperator`).
 
-Sums over the rows are accumulated in float64 across row ranges, as in the
-streaming operations; within a range the products see the data dtype.  In a
+Sums over the rows are accumulated in float64 across fixed row ranges
+(added in row order, so the rounding does not depend on the thread count),
+as in the streaming operations; within a range the products see the data dtype.  In a
 ``"pool"`` phase (:mod:`nyhopt._threads`) the row ranges run on nyhopt's
 worker threads.
 
@@ -30,9 +32,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._parallel import map_ranges, min_rows
+from .._parallel import map_ranges, min_rows, sum_ranges
 from ..backend import get_namespace, is_cupy_namespace
 from . import _operand, kernel_matrix
+from .gram import RANGE_ROWS
 
 __all__ = ["CachedKernel"]
 
@@ -72,11 +75,15 @@ class CachedKernel:
             return [fn(0, Kt.shape[1])]
         return map_ranges(fn, Kt.shape[1], min_rows(Kt.shape[0]))
 
-    def _sum(self, parts):
-        out = parts[0].astype(self.xp.float64, copy=True)
-        for p in parts[1:]:
-            out += p
-        return out
+    def _sum_ranges(self, fn):
+        """``sum(fn(lo, hi))`` (a tuple of float64 arrays) over fixed row ranges, added in row order.
+
+        Fixed ranges (:data:`nyhopt.ops.gram.RANGE_ROWS`) make the rounding
+        independent of the number of threads.
+        """
+        if is_cupy_namespace(self.xp):
+            return fn(0, self.Kt.shape[1])
+        return sum_ranges(fn, self.Kt.shape[1], RANGE_ROWS)
 
     def kmv(self, V):
         """``K @ V`` for V (m, k); (n, k) in the data dtype."""
@@ -90,7 +97,20 @@ class CachedKernel:
         """``K.T @ U`` for U (n, k); (m, k), summed over row ranges in float64."""
         Kt = self.Kt
         U2 = _operand(U, "U", Kt.shape[1], Kt.dtype, self.xp)
-        return self._sum(self._ranges(lambda lo, hi: (U2[lo:hi].T @ Kt[:, lo:hi].T).T))
+        f64 = self.xp.float64
+        return self._sum_ranges(lambda lo, hi: ((U2[lo:hi].T @ Kt[:, lo:hi].T).T.astype(f64),))[0]
+
+    def gram(self, U=None):
+        """``(K^T K, K^T U or None)``, computed in float64 over row ranges (see :mod:`nyhopt.ops.gram`)."""
+        Kt, xp = self.Kt, self.xp
+        U2 = None if U is None else _operand(U, "U", Kt.shape[1], Kt.dtype, xp)
+
+        def part(lo, hi):  # in float64, over fixed ranges added in row order: see nyhopt.ops.gram
+            Kr = Kt[:, lo:hi].astype(xp.float64, copy=False)
+            return Kr @ Kr.T, (None if U2 is None else Kr @ U2[lo:hi].astype(xp.float64, copy=False))
+
+        G, KtU = self._sum_ranges(part)
+        return (0.5 * (G + G.T) if is_cupy_namespace(xp) else G), KtU
 
     def normal_matvec(self, V, U=None, *, kv=False):
         """``(K^T K V, K^T U or None)`` (and ``K V`` with ``kv``), like :func:`nyhopt.ops.normal_matvec`.
@@ -102,13 +122,13 @@ class CachedKernel:
         U2 = None if U is None else _operand(U, "U", Kt.shape[1], Kt.dtype, xp)
         KVt = xp.empty((Vt.shape[0], Kt.shape[1]), dtype=Kt.dtype)
 
+        f64 = xp.float64
+
         def part(lo, hi):
             Kr = Kt[:, lo:hi]
             xp.matmul(Vt, Kr, out=KVt[:, lo:hi])
-            KtKV = (KVt[:, lo:hi] @ Kr.T).T
-            return KtKV, (None if U2 is None else (U2[lo:hi].T @ Kr.T).T)
+            KtKV = (KVt[:, lo:hi] @ Kr.T).T.astype(f64)
+            return KtKV, (None if U2 is None else (U2[lo:hi].T @ Kr.T).T.astype(f64))
 
-        parts = self._ranges(part)
-        KtKV = self._sum([p[0] for p in parts])
-        KtU = None if U2 is None else self._sum([p[1] for p in parts])
+        KtKV, KtU = self._sum_ranges(part)
         return (KtKV, KtU, KVt.T) if kv else (KtKV, KtU)

@@ -1,0 +1,107 @@
+r"""The Gram matrix :math:`K^T K` of :math:`K = k(X, Z)` in one pass over the data.
+
+A Falkon solve spends one pass :math:`V \mapsto K^T (K V)` per CG iteration,
+:math:`4 n m k` flops for ``k`` right-hand sides, in skinny products that run
+far below the machine's peak.  Forming :math:`G = K^T K` costs
+:math:`n m^2` flops once (a symmetric rank-``b`` update per row block, near
+peak), after which every iteration is the ``m x m`` product :math:`G V`.
+With ``m`` centers of the order of ``k`` times the number of iterations this
+is the cheaper way to the same solve (:class:`nyhopt.ops.operator.KernelOperator`
+decides; ``docs/stochastic.md``, "Passes per step", has the measurements).
+
+Memory: one ``b x m`` kernel block at a time (the memory budget), plus
+:math:`G`; nothing ``n x m``.  The products are float64 whatever the data
+dtype: :math:`K^T K` squares the condition number of :math:`K`, and float32
+rank updates lose its small eigenvalues (measured: Falkon's CG broke down on
+float32 protein data with a float32 Gram matrix, and converges with a float64
+one; the streaming passes, whose errors scale with :math:`\|K V\|`, do not
+need this).
+
+Examples
+--------
+>>> import numpy as np
+>>> import nyhopt as nh
+>>> from nyhopt import ops
+>>> from nyhopt.ops.gram import gram_matrix
+>>> rng = np.random.default_rng(0)
+>>> X, U = rng.normal(size=(300, 2)), rng.normal(size=(300, 3))
+>>> G, KtU = gram_matrix(nh.GaussianKernel(1.0), X, X[:20], U)
+>>> K = ops.kernel_matrix(nh.GaussianKernel(1.0), X, X[:20])
+>>> bool(np.allclose(G, K.T @ K)), bool(np.allclose(KtU, K.T @ U))
+(True, True)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._config import block_rows
+from .._parallel import sum_ranges
+from .._threads import cpu_threads
+from ..backend import is_cupy_namespace
+from . import _operand, _prepare, kernel_matrix
+
+__all__ = ["gram_matrix", "block_gram"]
+
+
+#: Rows per range of the rank updates: fixed, so that the sums do not depend on the thread count.
+RANGE_ROWS = 4096
+
+
+def block_gram(K, U, xp):
+    """``(K^T K, K^T U or None)`` of one row block ``K`` (b, m), in float64, over row ranges.
+
+    On the CPU the ranges of :data:`RANGE_ROWS` rows run on nyhopt's worker
+    threads (in a ``"pool"`` phase), ``K^T K`` as symmetric rank updates
+    (NumPy's ``a.T @ a``), and are added in row order.
+    """
+    f64 = xp.float64
+
+    def part(lo, hi):
+        Kr = K[lo:hi].astype(f64, copy=False)
+        return Kr.T @ Kr, (None if U is None else Kr.T @ U[lo:hi].astype(f64, copy=False))
+
+    if is_cupy_namespace(xp):
+        return part(0, K.shape[0])
+    return sum_ranges(part, K.shape[0], RANGE_ROWS)
+
+
+def gram_matrix(kernel, X, Z, U=None):
+    r"""``(K^T K, K^T U or None)`` for :math:`K = k(X, Z)`, in one pass over ``X``.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : array (n, d)
+    Z : array (m, d)
+    U : array (n,) or (n, k), optional
+        Columns whose products :math:`K^T U` are formed in the same pass.
+
+    Returns
+    -------
+    G : array (m, m), float64
+        :math:`K^T K`, exactly symmetric.
+    KtU : array (m, k), float64, or None
+
+    Notes
+    -----
+    Costs :math:`n m (m + 2k)` flops and one kernel evaluation per entry.
+    On the CPU it runs as a ``"pool"`` phase (:mod:`nyhopt._threads`): the
+    kernel blocks and the rank updates are split over nyhopt's worker threads.
+    """
+    xp, X, Z, _ = _prepare(kernel, X, Z, (U, "U"))
+    n, m = X.shape[0], Z.shape[0]
+    U2 = None if U is None else _operand(U, "U", n, X.dtype, xp)
+    k = 0 if U2 is None else U2.shape[1]
+    G = xp.zeros((m, m), dtype=xp.float64)
+    KtU = None if U2 is None else xp.zeros((m, k), dtype=xp.float64)
+    b = block_rows(n, m, X.dtype.itemsize, n_temps=1, per_row=k)
+    with cpu_threads("pool", xp):
+        for lo in range(0, n, b):
+            hi = min(n, lo + b)
+            g, ku = block_gram(kernel_matrix(kernel, X[lo:hi], Z), None if U2 is None else U2[lo:hi], xp)
+            G += g
+            if KtU is not None:
+                KtU += ku
+    if is_cupy_namespace(xp):  # cuBLAS GEMMs are not exactly symmetric
+        G = 0.5 * (G + G.T)
+    return G, (None if KtU is None else (KtU[:, 0] if xp.asarray(U).ndim == 1 else KtU))

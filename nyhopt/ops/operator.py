@@ -1,0 +1,193 @@
+r"""The products of a Falkon solve with :math:`K = k(X, Z)`, by the cheapest of three routes.
+
+A solve and the gradient of ``stoch-prop`` need :math:`K V`, :math:`K^T U`
+and the normal product :math:`K^T (K V)` many times for the same :math:`K`.
+:class:`KernelOperator` serves them
+
+* *streaming*: every product evaluates the kernel again on row blocks
+  (:mod:`nyhopt.ops`), memory bounded by the memory budget;
+* *cached*: :math:`K` is evaluated once and held (:class:`~nyhopt.ops.cached.CachedKernel`)
+  when ``n x m`` numbers fit the cache budget (:func:`nyhopt.set_cache_budget`),
+  and every product is a matrix product;
+* *Gram*: :math:`G = K^T K` is formed in one pass (from the cache or
+  streaming, :mod:`nyhopt.ops.gram`), after which a normal product is the
+  ``m x m`` product :math:`G V` and needs no pass over the data.
+
+Forming :math:`G` costs about :math:`n m^2` flops at the machine's peak
+against :math:`4 n m k` flops of skinny products per normal product, so it
+pays once a solve takes more than about ``m / (GRAM_GAIN * k)`` iterations.
+With ``gram="auto"`` the operator streams (or uses the cache) until the
+normal products done so far have cost that much, then forms :math:`G` (the
+"ski-rental" rule: never more than twice the cost of the better route in
+hindsight); a caller that expects many iterations forms it at once with
+:meth:`KernelOperator.form_gram`.  On a GPU the Gram route is used only when
+asked for (``gram=True``): its break-even there is not measured yet.
+
+:attr:`KernelOperator.passes` counts the sweeps over the ``n x m`` kernel:
+each kernel evaluation (the cache, the Gram pass, a streaming product) and
+each product with the cached matrix is one; :math:`G V` is none.
+
+Examples
+--------
+>>> import numpy as np
+>>> import nyhopt as nh
+>>> from nyhopt.ops.operator import KernelOperator
+>>> rng = np.random.default_rng(0)
+>>> X, V = rng.normal(size=(400, 3)), rng.normal(size=(30, 2))
+>>> op = KernelOperator(nh.GaussianKernel(1.0), X, X[:30], cache=False, gram=False)
+>>> KtKV, _ = op.normal_matvec(V)
+>>> op.passes
+1
+>>> _ = op.form_gram(); _ = op.normal_matvec(V); op.passes
+2
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._config import cache_fits
+from .._threads import cpu_threads
+from ..backend import get_namespace, is_cupy_namespace
+from . import kmtv, kmv, normal_matvec
+from .cached import CachedKernel
+from .gram import gram_matrix
+
+__all__ = ["KernelOperator", "GRAM_GAIN", "gram_pays"]
+
+#: Ratio of the machine's speed on the Gram matrix's rank updates to its speed on the
+#: skinny products of a streaming normal product, times 4 (their flop ratio):
+#: G pays after about m / (GRAM_GAIN * k) normal products (measured on the CPU,
+#: docs/stochastic.md, "Passes per step").
+GRAM_GAIN = 8.0
+
+
+def gram_pays(m, k, products, xp=np) -> bool:
+    """Whether forming :math:`K^T K` beats ``products`` normal products with ``k`` columns.
+
+    Only on the CPU (the GPU's break-even is not measured yet).
+    """
+    return not is_cupy_namespace(xp) and m <= GRAM_GAIN * k * products
+
+
+def _check_policy(value, name):
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f"{name} must be 'auto', True or False, got {value!r}")
+        return value
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be 'auto', True or False, got {value!r}")
+    return bool(value)
+
+
+class KernelOperator:
+    """Products with :math:`K = k(X, Z)` for one solve; see the module notes.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : array (n, d)
+    Z : array (m, d)
+        Same array module as ``X`` (cast to its dtype).
+    cache : {"auto", True, False} or CachedKernel, default "auto"
+        Hold :math:`K` in memory: ``"auto"`` when ``n m`` numbers of the
+        data dtype fit the cache budget (:func:`nyhopt.get_cache_budget`),
+        or a :class:`~nyhopt.ops.cached.CachedKernel` of these ``X``, ``Z``.
+    gram : {"auto", True, False}, default "auto"
+        Use :math:`K^T K` for the normal products: ``True`` from the first
+        one, ``"auto"`` once streaming has cost as much as forming it (CPU
+        only), ``False`` never.
+
+    Attributes
+    ----------
+    passes : int
+        Sweeps over the ``n x m`` kernel so far (see the module notes).
+    gram : array (m, m) or None
+        :math:`K^T K` (float64) once formed.
+    gram_rhs : array (m, k) or None
+        :math:`K^T U` (float64) of the ``U`` given to :meth:`form_gram`.
+    cache : CachedKernel or None
+    """
+
+    def __init__(self, kernel, X, Z, *, cache="auto", gram="auto"):
+        self.xp = xp = get_namespace(X, Z)
+        self.kernel, self.X = kernel, X
+        self.Z = xp.asarray(Z).astype(X.dtype, copy=False)
+        n, m = X.shape[0], self.Z.shape[0]
+        self.passes = 0
+        self.gram = self.gram_rhs = None
+        self.gram_policy = _check_policy(gram, "gram")
+        self._streamed = 0
+        if isinstance(cache, CachedKernel):
+            if tuple(cache.shape) != (n, m):
+                raise ValueError(f"cache holds a {tuple(cache.shape)} kernel matrix, expected {(n, m)}")
+            self.cache = cache
+        else:
+            use = cache_fits(n, m, X.dtype.itemsize, xp) if _check_policy(cache, "cache") == "auto" else cache
+            self.cache = None
+            if use:
+                with cpu_threads("pool", xp):
+                    self.cache = CachedKernel(kernel, X, self.Z)
+                self.passes += 1
+
+    @property
+    def shape(self):
+        return (self.X.shape[0], self.Z.shape[0])
+
+    @property
+    def engine(self):
+        """The CPU engine of the products (:mod:`nyhopt._threads`): ``"pool"`` for matrix products."""
+        return "pool" if self.cache is not None or self.gram_policy is True else "numba"
+
+    def _phase(self):
+        return cpu_threads(self.engine, self.xp)
+
+    def form_gram(self, U=None):
+        """Form :math:`G = K^T K` now (one pass, with :math:`K^T U` if given); returns ``K^T U`` (float64) or None."""
+        if self.cache is not None:
+            with cpu_threads("pool", self.xp):
+                self.gram, KtU = self.cache.gram(U)
+        else:
+            self.gram, KtU = gram_matrix(self.kernel, self.X, self.Z, U)
+        self.passes += 1
+        self.gram_rhs = KtU
+        return KtU
+
+    def _wants_gram(self, k):
+        if self.gram is not None or self.gram_policy is False:
+            return False
+        if self.gram_policy is True:
+            return True
+        return gram_pays(self.Z.shape[0], k, max(self._streamed, 1e-300), self.xp)
+
+    def kmv(self, V):
+        """:math:`K V`, (n, k) in the data dtype."""
+        self.passes += 1
+        with self._phase():
+            return kmv(self.kernel, self.X, self.Z, V) if self.cache is None else self.cache.kmv(V)
+
+    def kmtv(self, U):
+        """:math:`K^T U`, (m, k)."""
+        self.passes += 1
+        with self._phase():
+            return kmtv(self.kernel, self.X, self.Z, U) if self.cache is None else self.cache.kmtv(U)
+
+    def normal_matvec(self, V, U=None, *, kv=False):
+        """``(K^T K V, K^T U or None)`` (and :math:`K V` with ``kv``), like :func:`nyhopt.ops.normal_matvec`."""
+        xp = self.xp
+        V2 = xp.asarray(V)
+        V2 = V2[:, None] if V2.ndim == 1 else V2
+        KtU = None
+        if self._wants_gram(V2.shape[1]):
+            KtU = self.form_gram(U)
+            U = None
+        if self.gram is not None:
+            KtKV = self.gram @ V2.astype(xp.float64, copy=False)
+            if U is not None:
+                KtU = self.kmtv(U)
+            return (KtKV, KtU, self.kmv(V2)) if kv else (KtKV, KtU)
+        self.passes += 1
+        self._streamed += 1
+        with self._phase():
+            if self.cache is not None:
+                return self.cache.normal_matvec(V2, U, kv=kv)
+            return normal_matvec(self.kernel, self.X, self.Z, V2, U, kv=kv)

@@ -1,0 +1,96 @@
+"""K^T K in one pass (nyhopt.ops.gram), the kernel operator's routes and its pass count (issue #11)."""
+import numpy as np
+import pytest
+
+import nyhopt as nh
+from nyhopt import ops
+from nyhopt._parallel import pool_phase, sum_ranges
+from nyhopt.ops.cached import CachedKernel
+from nyhopt.ops.gram import gram_matrix
+from nyhopt.ops.operator import GRAM_GAIN, KernelOperator, gram_pays
+
+KERNELS = [nh.GaussianKernel([0.7, 1.1, 0.9]), nh.LaplacianKernel(0.8), nh.MaternKernel(1.0, nu=1.5),
+           nh.MaternKernel(1.3, nu=2.5)]
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(3)
+    return rng.uniform(-1, 1, (1037, 3)), rng.normal(size=(1037, 4))
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: type(k).__name__ + str(getattr(k, "nu", "")))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gram_matrix_matches_dense(data, kernel, dtype):
+    X, U = (a.astype(dtype) for a in data)
+    Z = X[:45]
+    K = ops.kernel_matrix(kernel, X, Z).astype(np.float64)
+    with nh.memory_budget(2**14):  # many row blocks
+        G, KtU = gram_matrix(kernel, X, Z, U)
+    tol = 1e-13 if dtype == np.float64 else 1e-6  # float32: the kernel values' own rounding
+    assert G.dtype == np.float64 and np.array_equal(G, G.T)
+    np.testing.assert_allclose(G, K.T @ K, rtol=0, atol=tol * np.abs(K.T @ K).max())
+    np.testing.assert_allclose(KtU, K.T @ U.astype(np.float64), rtol=0, atol=tol * np.abs(K).sum(0).max() * 4)
+    Gc, KtUc = CachedKernel(kernel, X, Z).gram(U)
+    np.testing.assert_allclose(Gc, G, rtol=0, atol=tol * np.abs(G).max())
+    np.testing.assert_allclose(KtUc, KtU, rtol=0, atol=tol * np.abs(KtU).max())
+    assert gram_matrix(kernel, X, Z)[1] is None and gram_matrix(kernel, X, Z, U[:, 0])[1].shape == (45,)
+
+
+def test_sums_do_not_depend_on_the_thread_count(data):
+    X, U = data
+    k = nh.GaussianKernel(0.6)
+    X = np.tile(X, (10, 1))  # several fixed ranges
+    U = np.tile(U, (10, 1))
+    results = []
+    for workers in (1, 2, 3):
+        with pool_phase(workers):
+            ck = CachedKernel(k, X, X[:50])
+            results.append((gram_matrix(k, X, X[:50], U), ck.gram(U), ck.normal_matvec(U[:50], U), ck.kmtv(U)))
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
+                assert np.array_equal(x, y)
+    assert sum_ranges(lambda lo, hi: (np.array([hi - lo]), None), 10, 3) == (np.array([10]), None)
+
+
+def test_operator_counts_passes_and_switches_to_gram(data):
+    X, U = data
+    k, Z = nh.GaussianKernel(0.9), X[:40]
+    V = U[:40, :2]
+    stream = KernelOperator(k, X, Z, cache=False, gram=False)
+    ref = stream.normal_matvec(V, U)
+    assert stream.passes == 1 and stream.gram is None and stream.engine == "numba"
+    # ski rental: with k = 2 columns, K^T K (m = 40) pays after m / (GRAM_GAIN k) passes
+    auto = KernelOperator(k, X, Z, cache=False, gram="auto")
+    threshold = int(np.ceil(40 / (GRAM_GAIN * 2)))
+    for _ in range(threshold):
+        auto.normal_matvec(V)
+    assert auto.gram is None and auto.passes == threshold
+    KtKV, KtU = auto.normal_matvec(V, U)  # forms K^T K with K^T U in the same pass
+    assert auto.gram is not None and auto.passes == threshold + 1
+    np.testing.assert_allclose(KtKV, ref[0], rtol=1e-12)
+    np.testing.assert_allclose(KtU, ref[1], rtol=1e-12)
+    auto.normal_matvec(V)
+    assert auto.passes == threshold + 1  # G V: no pass
+    held = KernelOperator(k, X, Z, cache=True, gram=False)
+    assert held.passes == 1 and held.engine == "pool"
+    np.testing.assert_allclose(held.normal_matvec(V, U, kv=True)[2], ops.kmv(k, X, Z, V), rtol=1e-12)
+    assert held.passes == 2
+    with nh.cache_budget(X.shape[0] * 40 * 8 - 1):
+        assert KernelOperator(k, X, Z).cache is None
+    assert KernelOperator(k, X, Z).cache is not None
+    with pytest.raises(ValueError, match="cache holds"):
+        KernelOperator(k, X, Z, cache=CachedKernel(k, X[:10], Z))
+    assert gram_pays(100, 1, 13) and not gram_pays(100, 1, 12)
+
+
+def test_cache_budget_setting():
+    assert nh.get_cache_budget() == 2**30
+    with nh.cache_budget(123):
+        assert nh.get_cache_budget() == 123
+        nh.set_cache_budget(None)
+        assert nh.get_cache_budget() == 2**30
+    for bad in (-1, 1.5, True, "1GB"):
+        with pytest.raises(ValueError, match="cache budget"):
+            nh.set_cache_budget(bad)
