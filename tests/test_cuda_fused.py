@@ -34,7 +34,7 @@ import nyhopt as nh
 from nyhopt.ops import _cuda_compile as cc
 from nyhopt.ops import _reference
 
-from test_cuda_sources import EMULATION, compile_source
+from test_cuda_sources import DISPATCH_MAIN, EMULATION, compile_source
 
 SOURCE = "fused_products"
 KINDS = list(cc.KINDS)
@@ -92,17 +92,6 @@ void run_fused(FILE* in, FILE* out) {
     write(out, o64);
 }
 
-int main(int argc, char** argv) {
-    std::map<std::string, std::function<void(FILE*, FILE*)>> table = {
-        TABLE
-    };
-    FILE* in = fopen(argv[2], "rb");
-    FILE* out = fopen(argv[3], "wb");
-    table.at(argv[1])(in, out);
-    fclose(in);
-    fclose(out);
-    return 0;
-}
 """
 
 # Static __shared__ arrays: one copy per instantiation, shared by the threads
@@ -120,7 +109,7 @@ def emulator(tmp_path_factory):
     names = cc.name_expressions(SOURCE, "float64") + cc.name_expressions(SOURCE, "float32")
     rows = [f'{{"{name}", {name.replace("nh_fused_products", "run_fused", 1)}}},' for name in names]
     code = EMULATION.replace("#define __shared__\n", _SHARED) + cc.read_source(SOURCE)
-    code += HARNESS.replace("TABLE", "\n        ".join(rows))
+    code += (HARNESS + DISPATCH_MAIN).replace("TABLE", "\n        ".join(rows))
     folder = tmp_path_factory.mktemp("cuda_fused_emulation")
     src, exe = folder / "emulate.cpp", folder / "emulate"
     src.write_text(code)

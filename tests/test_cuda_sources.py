@@ -243,6 +243,10 @@ void run_adjoint(FILE* in, FILE* out) {
     write(out, gx);
 }
 
+"""
+
+# The harness's entry point: runs the function named by argv[1] on the files argv[2] -> argv[3].
+DISPATCH_MAIN = r"""
 int main(int argc, char** argv) {
     std::map<std::string, std::function<void(FILE*, FILE*)>> table = {
         TABLE
@@ -275,7 +279,7 @@ def emulator(tmp_path_factory):
         runner = name.replace(cc.SOURCES[source][0].split("<")[0], _RUNNERS[source], 1)
         rows.append(f'{{"{name}", {runner}}},')
     code = EMULATION + cc.read_source(*_RUNNERS)
-    code += HARNESS.replace("TABLE", "\n        ".join(rows))
+    code += (HARNESS + DISPATCH_MAIN).replace("TABLE", "\n        ".join(rows))
     folder = tmp_path_factory.mktemp("cuda_emulation")
     src, exe = folder / "emulate.cpp", folder / "emulate"
     src.write_text(code)

@@ -82,6 +82,32 @@ __device__ __forceinline__ void flush(T (&acc)[TM][KC], double* S, int lane, int
         for (int r = 0; r < TM; ++r) acc[r][q] = T(0);
 }
 
+// s[r][c] += x_r z_c (DOT) or (x_r - z_c)^2 over the dk staged coordinates of the
+// thread's A points TM lane + r and B points TN warp + c.
+template <bool DOT, typename T>
+__device__ __forceinline__ void micro_tile(T (&s)[TM][TN], const T (*As)[BM + PAD], const T (*Bs)[BN + PAD],
+                                           int dk, int lane, int warp) {
+#pragma unroll 4
+    for (int kk = 0; kk < dk; ++kk) {
+        T x[TM], z[TN];
+#pragma unroll
+        for (int r = 0; r < TM; ++r) x[r] = As[kk][TM * lane + r];
+#pragma unroll
+        for (int c = 0; c < TN; ++c) z[c] = Bs[kk][TN * warp + c];
+#pragma unroll
+        for (int r = 0; r < TM; ++r)
+#pragma unroll
+            for (int c = 0; c < TN; ++c) {
+                if constexpr (DOT) {
+                    s[r][c] += x[r] * z[c];
+                } else {
+                    const T t = x[r] - z[c];
+                    s[r][c] += t * t;
+                }
+            }
+    }
+}
+
 }  // namespace fused
 }  // namespace nh
 
@@ -146,34 +172,9 @@ __global__ void nh_fused_products(const T* __restrict__ A,    // (na, d) scaled 
             stage_coords<T, BN>(Bs, B, b0, b_end, d, k0, dk, lane, warp);
             __syncthreads();
             if (use_dot) {
-#pragma unroll 4
-                for (int kk = 0; kk < dk; ++kk) {
-                    T x[TM], z[TN];
-#pragma unroll
-                    for (int r = 0; r < TM; ++r) x[r] = As[kk][TM * lane + r];
-#pragma unroll
-                    for (int c = 0; c < TN; ++c) z[c] = Bs[kk][TN * warp + c];
-#pragma unroll
-                    for (int r = 0; r < TM; ++r)
-#pragma unroll
-                        for (int c = 0; c < TN; ++c) s[r][c] += x[r] * z[c];
-                }
+                micro_tile<true>(s, As, Bs, dk, lane, warp);
             } else {
-#pragma unroll 4
-                for (int kk = 0; kk < dk; ++kk) {
-                    T x[TM], z[TN];
-#pragma unroll
-                    for (int r = 0; r < TM; ++r) x[r] = As[kk][TM * lane + r];
-#pragma unroll
-                    for (int c = 0; c < TN; ++c) z[c] = Bs[kk][TN * warp + c];
-#pragma unroll
-                    for (int r = 0; r < TM; ++r)
-#pragma unroll
-                        for (int c = 0; c < TN; ++c) {
-                            const T t = x[r] - z[c];
-                            s[r][c] += t * t;
-                        }
-                }
+                micro_tile<false>(s, As, Bs, dk, lane, warp);
             }
         }
 #pragma unroll
