@@ -4,8 +4,8 @@ Solves the normal equations of Nystrom kernel ridge regression
 
 .. math:: B\,\alpha = K_{nm}^T Y, \qquad B = K_{nm}^T K_{nm} + n\lambda K_{mm},
 
-without ever forming :math:`B` or the ``n x m`` matrix :math:`K_{nm}`
-(Rudi, Carratino and Rosasco 2017; Meanti et al. 2020).  With the upper
+without ever solving a system in :math:`B` (Rudi, Carratino and Rosasco
+2017; Meanti et al. 2020).  With the upper
 Cholesky factors
 
 .. math::
@@ -27,6 +27,15 @@ jitter.  Each CG iteration makes one pass over the data
 (:func:`nyhopt.ops.normal_matvec`) for all right-hand sides together; every
 ``m x m`` and ``m x k`` operation is done in float64, and the block products
 see the data dtype.
+
+The passes come from a :class:`~nyhopt.ops.operator.KernelOperator`: by
+default they use :math:`K_{nm}` held in memory when it fits the cache budget
+and stream otherwise, and on the CPU they switch to the Gram matrix :math:`K_{nm}^T K_{nm}`
+(formed once in float64, one pass) when the iterations have cost as much as
+forming it; CG then runs on :math:`W` formed once
+(:func:`preconditioned_gram`).  CG is the same on every route; only the
+rounding differs.  ``docs/stochastic.md`` ("Passes per step") has the
+cost model and the measurements.
 """
 from __future__ import annotations
 
@@ -40,7 +49,8 @@ from .._validation import check_matrix, check_positive, check_real, check_target
 from .._threads import cpu_threads
 from ..backend import get_namespace
 from ..distributed._detect import is_dask_array
-from ..ops import kernel_matrix, kmtv, normal_matvec
+from ..ops import kernel_matrix
+from ..ops.operator import KernelOperator
 from ._jitter import jitter
 from ._linalg import add_to_diagonal, cholesky_upper, solve_triangular
 from .cg import CGResult, conjugate_gradient
@@ -79,11 +89,15 @@ class FalkonResult(NamedTuple):
         The CG variable; pass it as ``beta0`` to warm-start a nearby solve.
     cg : CGResult
         Iterations, relative residual history and convergence flag.
+    passes : int
+        Sweeps over the ``n x m`` kernel the solve made (kernel evaluations
+        and products with a held kernel; :mod:`nyhopt.ops.operator`).
     """
 
     alpha: object
     beta: object
     cg: CGResult
+    passes: int = 0
 
 
 class FalkonPreconditioner:
@@ -176,7 +190,7 @@ def _check_iter_args(tol, maxiter):
 
 
 def falkon_solve(kernel, X, Z, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None, precond=None,
-                 rhs=None, warn=True, cache=None):
+                 rhs=None, warn=True, cache="auto", gram="auto"):
     r"""Solve :math:`(K_{nm}^T K_{nm} + n\lambda K_{mm})\,\alpha = K_{nm}^T Y` by Falkon.
 
     Parameters
@@ -208,10 +222,20 @@ def falkon_solve(kernel, X, Z, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None,
     warn : bool, default True
         Emit a :class:`ConvergenceWarning` when CG stops at ``maxiter`` above
         ``tol``.
-    cache : nyhopt.ops.cached.CachedKernel, optional
-        :math:`K_{nm}` of these ``X``, ``Z`` and kernel held in memory: the
-        passes become matrix products with it (an opt-in that trades
-        ``n x m`` memory for time; by default nothing ``n x m`` is formed).
+    cache : {"auto", True, False, None}, CachedKernel or KernelOperator, default "auto"
+        Hold :math:`K_{nm}` in memory for the solve, so that the passes become
+        matrix products: ``"auto"`` when ``n x m`` numbers fit the cache
+        budget (:func:`nyhopt.set_cache_budget`; 1 GiB on the host by
+        default), ``True``/``False`` (or None) to force it; or a
+        :class:`~nyhopt.ops.cached.CachedKernel` /
+        :class:`~nyhopt.ops.operator.KernelOperator` of these ``X``, ``Z`` and
+        kernel to reuse.
+    gram : {"auto", True, False}, default "auto"
+        Form :math:`K_{nm}^T K_{nm}` (one pass, ``O(m^2)`` memory) and run the
+        remaining iterations without passes over the data: ``"auto"`` once
+        the passes made have cost as much as forming it (CPU only; see
+        :mod:`nyhopt.ops.operator`).  Ignored when ``cache`` is a
+        ``KernelOperator`` (its own setting applies).
 
     Returns
     -------
@@ -225,11 +249,15 @@ def falkon_solve(kernel, X, Z, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None,
 
     Notes
     -----
-    Passes over the data: one per CG iteration, plus one for the right-hand
-    side when ``rhs`` is not given (shared with the initial residual on a warm
-    start).  Memory: row blocks sized by the memory budget, plus ``O(m^2)``
-    for the factors; no ``n x m`` array is formed.  See the module docstring
-    for the algebra.
+    Passes over the data, streaming: one per CG iteration, plus one for the
+    right-hand side when ``rhs`` is not given (shared with the initial
+    residual on a warm start); with the Gram matrix, one to form it (with the
+    right-hand side) and none per iteration after that
+    (:attr:`FalkonResult.passes` counts them).  Memory: row blocks sized by
+    the memory budget, plus ``O(m^2)`` for the factors, plus ``n x m``
+    numbers only when the kernel is held (``cache``).  The iterates are the
+    same on every route, up to rounding.  See the module docstring for the
+    algebra.
 
     Examples
     --------
@@ -247,15 +275,23 @@ def falkon_solve(kernel, X, Z, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None,
         return falkon_solve_dask(kernel, X, Z, Y, penalty, tol=tol, maxiter=maxiter, beta0=beta0,
                                  precond=precond, rhs=rhs, warn=warn)
     xp = get_namespace(X, Z, Y, beta0, rhs)
-    if cache is None:
-        with cpu_threads("numba", xp):  # the passes over the data dominate: Numba owns the cores
-            return _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, None)
-    return _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, cache)
-
-
-def _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, cache):
     X = check_matrix(X, "X", xp)
     Z = check_matrix(Z, "Z", xp, dtype=X.dtype, n_features=X.shape[1])
+    if isinstance(cache, KernelOperator):
+        op = cache
+        if tuple(op.shape) != (X.shape[0], Z.shape[0]):
+            raise ValueError(f"cache is an operator for a {tuple(op.shape)} kernel matrix, "
+                             f"expected {(X.shape[0], Z.shape[0])}")
+        start = op.passes
+    else:
+        op = KernelOperator(kernel, X, Z, cache=False if cache is None else cache, gram=gram)
+        start = 0  # the kernel evaluation of a cache made here counts
+    with cpu_threads(op.engine, xp):  # streaming: Numba owns the cores; matrix products: nyhopt's pool
+        res = _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, op)
+    return res._replace(passes=op.passes - start)
+
+
+def _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, op):
     n, m = X.shape[0], Z.shape[0]
     penalty = check_positive(penalty, "penalty")
     tol, maxiter = _check_iter_args(tol, maxiter)
@@ -284,23 +320,40 @@ def _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, w
             f"not m={m}, n={n}, penalty={penalty}"
         )
 
-    dt = X.dtype
-    if cache is not None and tuple(cache.shape) != (n, m):
-        raise ValueError(f"cache holds a {tuple(cache.shape)} kernel matrix, expected {(n, m)}")
-    normal = (lambda V, U: normal_matvec(kernel, X, Z, V, U)) if cache is None else cache.normal_matvec
-    kmtv_ = (lambda U: kmtv(kernel, X, Z, U)) if cache is None else cache.kmtv
-    return _falkon_cg(normal, kmtv_, Y, precond, n, dt, penalty, tol, maxiter, beta0, rhs, warn, xp)
+    if rhs is None and beta0 is None and op.gram is None and op.gram_policy is True:
+        rhs = op.form_gram(Y)  # the right-hand side comes with the Gram pass
+    return _falkon_cg(op.normal_matvec, op.kmtv, Y, precond, n, X.dtype, penalty, tol, maxiter, beta0, rhs,
+                      warn, xp, gram=op.gram)
 
 
-def _falkon_cg(normal, kmtv_, Y, precond, n, dt, penalty, tol, maxiter, beta0, rhs, warn, xp):
+def preconditioned_gram(precond, gram, n, penalty, xp):
+    r"""The CG matrix :math:`W = A^{-T}(T^{-T} G T^{-1}/n + \lambda I)A^{-1}` from :math:`G = K^T K`.
+
+    ``O(m^3)``, float64, symmetrized; each CG iteration is then one ``m x m`` product.
+    """
+    m = gram.shape[0]
+    Ai = solve_triangular(precond.A, xp.eye(m), xp)  # A^{-1}
+    M = solve_triangular(precond.T, Ai, xp)  # T^{-1} A^{-1}
+    W = (M.T @ gram) @ M
+    W /= n
+    W += penalty * (Ai.T @ Ai)
+    return 0.5 * (W + W.T)
+
+
+def _falkon_cg(normal, kmtv_, Y, precond, n, dt, penalty, tol, maxiter, beta0, rhs, warn, xp, gram=None):
     """Falkon's CG on the driver over the passes ``normal(V, U)`` and ``kmtv_(U)``.
 
     ``Y`` is only handed to those two, so another data layout (a Dask cluster,
     :mod:`nyhopt.distributed.falkon`) can supply them; the rest runs here, in float64.
+    With ``gram`` (:math:`K^T K`, formed before the solve) the CG matrix is
+    formed once (:func:`preconditioned_gram`) and the iterations make no pass.
     """
+    Wmat = None if gram is None else preconditioned_gram(precond, gram, n, penalty, xp)
 
     def W_and_rhs(Vw, U=None):
         """W Vw (and K^T U in the same pass), float64; A^{-1} Vw is solved once."""
+        if Wmat is not None:
+            return Wmat @ Vw, (None if U is None else kmtv_(U).astype(np.float64, copy=False))
         AiV = solve_triangular(precond.A, Vw, xp)
         V = solve_triangular(precond.T, AiV, xp)
         KtKV, KtU = normal(V.astype(dt, copy=False), U)
