@@ -69,6 +69,19 @@ def _positive_float(text):
     return value
 
 
+def _validation(text):
+    """``--validation``: a fraction in [0, 1) (0: none) or a number of folds k >= 2."""
+    try:
+        folds = int(text)
+    except ValueError:
+        return _fraction(text)
+    if folds == 0:
+        return 0.0
+    if folds < 2:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1) or a number of folds >= 2, got {text}")
+    return folds
+
+
 def _fraction(text):
     try:
         value = float(text)
@@ -260,9 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--task", choices=TASKS, default="auto",
                       help="regression or classification (default auto: classification for text labels "
                            "or integers with at most 20 values)")
-    tune.add_argument("--validation-fraction", "--validation", type=_fraction, default=0.0, metavar="F",
+    tune.add_argument("--validation-fraction", "--validation", type=_validation, default=0.0, metavar="F",
                       help="hold out this fraction of the rows to report a validation error, or to choose "
-                           "among several --objective candidates (default 0)")
+                           "among several --objective candidates; an integer K >= 2 chooses among them by "
+                           "K-fold validation (K times the cost; default 0: none)")
     tune.add_argument("--patience", type=_nonneg_int, default=10,
                       help="stop after this many epochs without improvement, 0 = never (default 10)")
     tune.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
@@ -554,13 +568,17 @@ def _cmd_tune(args) -> int:
     y = _target_values(table, j, args.task)
     task = resolve_task(y, args.task)
     n, d = X.shape
-    n_train = n - int(round(args.validation_fraction * n))
+    folds = isinstance(args.validation_fraction, int)
+    n_train = n - (math.ceil(n / args.validation_fraction) if folds else int(round(args.validation_fraction * n)))
     if args.centers > n_train:
         raise DataError(f"--centers {args.centers} is more than the {n_train} training rows; use fewer centers")
     several = not isinstance(args.objective, str)
     if several and not args.validation_fraction:
         raise CLIError("--objective with several names chooses by validation error: give --validation F "
-                       "(for instance 0.2)")
+                       "(for instance 0.2, or 5 for 5 folds)")
+    if folds and not several:
+        raise CLIError(f"--validation {args.validation_fraction} (folds) chooses among several --objective "
+                       "names; with one objective give a fraction such as 0.2")
 
     cls = HyperoptKRRClassifier if task == "classification" else HyperoptKRR
     est = cls(objective=args.objective, centers=args.centers, epochs=args.epochs, lr=args.lr,
@@ -605,7 +623,9 @@ def _cmd_tune(args) -> int:
         _say(args, f"candidate {cand.objective}: validation {metric} {_fmt_error(task, cand.validation_error)}, "
                    f"objective {cand.objective_value:.6g}, {cand.epochs} epochs ({cand.stop_reason})")
     if several:
-        _say(args, f"chosen: {est.objective_} (lowest validation {metric}); tuned again on all {n} rows")
+        criterion = "squared error of the scores" if task == "classification" else metric
+        over = f", mean of {args.validation_fraction} folds" if folds else ""
+        _say(args, f"chosen: {est.objective_} (lowest validation {criterion}{over}); tuned again on all {n} rows")
     ell = est.params_.lengthscale
     _say(args, f"done in {elapsed:.1f} s: {len(hist) - 1} epochs ({est.stop_reason_}), best epoch {est.best_epoch_}, "
                f"objective {best.objective:.6g}")
@@ -640,6 +660,7 @@ def _cmd_tune(args) -> int:
             "metric": metric, "train_error": train_err, "validation_error": val_err, "model": out,
             "history": hist.as_dict(),
             "candidates": [{"objective": c.objective, "validation_error": c.validation_error,
+                            "validation_score": c.validation_score, "fold_errors": list(c.fold_errors),
                             "objective_value": c.objective_value, "epochs": c.epochs, "best_epoch": c.best_epoch,
                             "stop_reason": c.stop_reason, "seconds": c.elapsed} for c in est.candidates_],
         }

@@ -224,7 +224,8 @@ _PARAMS_DOC = """
         validation error (``validation_fraction`` or ``fit(...,
         validation=...)`` is then required); with ``validation_fraction``
         the chosen objective is then tuned again on all the rows given to
-        ``fit`` (see :func:`nyhopt.tune`).
+        ``fit`` (see :func:`nyhopt.tune`).  ``validation_fraction=k``, an
+        int, chooses by ``k``-fold validation instead.
     centers : int or array of shape (m, d), default 100
         Number of Nystrom centers (random training rows) or initial centers
         (in standardized coordinates when ``standardize`` is True).
@@ -248,9 +249,13 @@ _PARAMS_DOC = """
         it at 1 (see :func:`nyhopt.tune`).
     patience : int or None, default 10
         Early stopping patience (steps without improvement of the objective).
-    validation_fraction : float, optional
+    validation_fraction : float or int, optional
         Hold out this fraction of the training data to track the error per
-        epoch (``history_``); the model is then fitted on the rest.
+        epoch (``history_``); the model is then fitted on the rest.  With a
+        list ``objective``, the validation data that chooses; an int
+        ``k >= 2`` chooses by ``k``-fold validation (``k`` runs per
+        candidate, then the chosen objective on all the rows; see
+        :func:`nyhopt.tune`).
     dtype : {None, "float32", "float64"}
         dtype of the data during tuning (None keeps that of ``X``).
     objective_options : dict, optional

@@ -1,6 +1,7 @@
 """Choosing the objective by validation error: tune(objective=[...], validation=...) (issue #13)."""
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -267,3 +268,180 @@ def test_cli_objective_list_errors(tmp_path, data, capsys):
         with pytest.raises(SystemExit) as exc:
             main(["tune", path, "--target", "y", "--objective", bad, "--validation", "0.2"])
         assert exc.value.code == 2 and match in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- k-fold validation
+
+
+def test_fold_rows_partition_the_rows_evenly_and_stratify_classes():
+    n, k = 103, 5
+    rows = _select.fold_rows(n, k, np.random.default_rng(3))
+    assert sorted(np.concatenate(rows).tolist()) == list(range(n))
+    assert {len(r) for r in rows} == {20, 21} and all(np.all(np.diff(r) > 0) for r in rows)
+    again = _select.fold_rows(n, k, np.random.default_rng(3))
+    assert all(np.array_equal(a, b) for a, b in zip(rows, again))  # seeded
+    labels = np.array(["rare"] * 10 + ["common"] * 93)
+    strat = _select.fold_rows(n, k, np.random.default_rng(3), labels)
+    assert sorted(np.concatenate(strat).tolist()) == list(range(n))
+    assert [int(np.sum(labels[r] == "rare")) for r in strat] == [2] * 5
+    assert max(len(r) for r in strat) - min(len(r) for r in strat) <= 1
+
+
+def test_kfold_choice_matches_a_hand_loop_over_the_folds(data):
+    X, y = data
+    k, n = 3, X.shape[0]
+    Z, ell = X[:12].copy(), np.full(3, 0.8)
+    res = _quick(X, y, objective=NAMES, validation=k, centers=Z, lengthscale=ell)
+    # By hand: the same folds (no other draw precedes them when centers and lengthscale are
+    # given), each candidate tuned on each fold's training rows from the start of all n rows.
+    rng = np.random.default_rng(0)
+    folds = _select.fold_rows(n, k, rng)
+    errors = {name: [] for name in NAMES}
+    for rows in folds:
+        train = np.setdiff1d(np.arange(n), rows)
+        for name in NAMES:
+            run = tune(X[train], y[train], objective=name, centers=Z, lengthscale=ell, penalty=1.0 / n, epochs=4,
+                       progress=False, random_state=copy.deepcopy(rng), validation=(X[rows], y[rows]))
+            fitted = _independent_model(run.params, X[train], y[train])
+            errors[name].append(_rmse(fitted.predict(X[rows]), y[rows]))
+    means = [sum(len(r) * e for r, e in zip(folds, errors[name])) / n for name in NAMES]
+    assert [c.objective for c in res.candidates] == NAMES
+    for cand, name, mean in zip(res.candidates, NAMES, means):
+        assert len(cand.fold_errors) == k
+        np.testing.assert_allclose(cand.fold_errors, errors[name], rtol=1e-8)
+        assert cand.validation_error == pytest.approx(mean, rel=1e-8)
+    assert len(set(np.round(means, 12))) > 1
+    assert res.objective.name == NAMES[int(np.argmin(means))]
+
+
+@pytest.mark.parametrize("random_state", [0, "generator"])
+def test_kfold_retunes_the_chosen_objective_on_all_rows(data, random_state):
+    X, y = data
+    seed = (lambda: np.random.default_rng(5)) if random_state == "generator" else (lambda: 0)
+    res = _quick(X, y, objective=NAMES, validation=3, random_state=seed())
+    alone = _quick(X, y, objective=res.objective.name, random_state=seed())  # the chosen one, all rows
+    assert _same_params(res.params, alone.params)
+    np.testing.assert_array_equal(res.history.objective, alone.history.objective)
+    np.testing.assert_array_equal(res.model.predict(X), alone.model.predict(X))
+    assert res.best_epoch == alone.best_epoch and len(res.candidates) == 3
+
+
+@pytest.mark.parametrize("random_state", [0, None])
+def test_kfold_candidates_start_where_the_final_run_starts(data, random_state):
+    X, y = data
+    res = _quick(X, y, objective=NAMES, validation=3, random_state=random_state, epochs=0)
+    # epochs=0: every candidate's (first fold's) params and the final run's are the start
+    assert all(_same_params(c.params, res.params) for c in res.candidates)
+    assert res.params.penalty == pytest.approx(1.0 / X.shape[0])  # 1/n of all the rows
+
+
+def test_kfold_classification_and_fold_errors(data):
+    X, _ = data
+    labels = np.where(X[:, 0] * X[:, 1] > 0, "same", "diff")
+    res = _quick(X, labels, objective=["prop", "gcv"], validation=4)
+    assert res.task == "classification" and res.model.classes_.tolist() == ["diff", "same"]
+    for cand in res.candidates:
+        assert len(cand.fold_errors) == 4 and all(0.0 <= e <= 1.0 for e in cand.fold_errors)
+        assert cand.validation_error == pytest.approx(np.mean(cand.fold_errors))  # 4 folds of 60 rows
+        assert cand.elapsed > 0
+    fraction = _quick(X, labels, objective=["prop", "gcv"], validation=0.25)
+    assert all(c.fold_errors == (c.validation_error,) for c in fraction.candidates)
+
+
+def test_kfold_inputs_are_not_modified_and_deterministic(data):
+    X, y = data
+    X0, y0, names = X.copy(), y.copy(), list(NAMES)
+    a = _quick(X, y, objective=names, validation=3, epochs=2, random_state=4)
+    b = _quick(X, y, objective=names, validation=3, epochs=2, random_state=4)
+    assert names == NAMES
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(y, y0)
+    assert [c.fold_errors for c in a.candidates] == [c.fold_errors for c in b.candidates]
+
+
+@pytest.mark.parametrize("validation, error, match", [
+    (1, ValueError, "validation=1 folds"),
+    (0, ValueError, "validation=0 folds"),
+    (np.int64(-2), ValueError, "validation=-2 folds"),
+    (True, TypeError, "validation must be"),
+    (241, ValueError, "validation=241 folds but X has only 240 rows"),
+])
+def test_kfold_bad_number_of_folds(data, validation, error, match):
+    X, y = data
+    with pytest.raises(error, match=match):
+        _quick(X, y, objective=NAMES, validation=validation)
+
+
+def test_folds_need_a_list_of_objectives(data):
+    X, y = data
+    with pytest.raises(ValueError, match="validation=5 is a number of folds"):
+        _quick(X, y, objective="prop", validation=5)
+
+
+def test_classification_chooses_by_the_squared_error_of_the_scores(data):
+    X, _ = data
+    labels = np.where(X[:, 0] * X[:, 1] > 0, "same", "diff")
+    X_tr, y_tr, X_val, y_val = X[:180], labels[:180], X[180:], labels[180:]
+    res = _quick(X_tr, y_tr, objective=["prop", "sgpr", "gcv"], validation=(X_val, y_val))
+    target = np.where(y_val == "same", 1.0, -1.0)  # classes sorted: "diff" -1, "same" +1
+    scores = []
+    for cand in res.candidates:
+        clf = nh.NystromKRRClassifier(nh.GaussianKernel(cand.params.lengthscale), penalty=cand.params.penalty,
+                                      centers=cand.params.centers, solver="direct").fit(X_tr, y_tr)
+        scores.append(float(np.mean((clf.decision_function(X_val) - target) ** 2)))
+        assert cand.validation_score == pytest.approx(scores[-1], rel=1e-8)
+        assert cand.validation_error == pytest.approx(np.mean(clf.predict(X_val) != y_val))
+    assert res.objective.name == res.candidates[int(np.argmin(scores))].objective
+
+
+def test_the_score_not_the_error_rate_decides(data, monkeypatch):
+    X, _ = data
+    labels = np.where(X[:, 0] > 0, 1, 0)
+    monkeypatch.setattr(_select, "_validation_error", lambda res, X_val, y_val, task: 0.1)
+    scores = iter([0.9, 0.3, 0.3])
+    monkeypatch.setattr(_select, "_validation_score", lambda res, X_val, y_val, task, error: next(scores))
+    res = _quick(X, labels, objective=["gcv", "prop", "sgpr"], validation=0.2, epochs=1)
+    assert res.objective.name == "prop"  # the lowest score, the first of the tie
+    assert [c.validation_score for c in res.candidates] == [0.9, 0.3, 0.3]
+
+
+def test_multiclass_score_uses_one_hot_targets(data):
+    X, _ = data
+    labels = np.digitize(X[:, 0], [-0.5, 0.5])  # three classes 0, 1, 2
+    X_tr, y_tr, X_val, y_val = X[:180], labels[:180], X[180:], labels[180:]
+    res = _quick(X_tr, y_tr, objective=["prop", "gcv"], validation=(X_val, y_val), task="classification")
+    onehot = np.eye(3)[y_val]
+    for cand in res.candidates:
+        clf = nh.NystromKRRClassifier(nh.GaussianKernel(cand.params.lengthscale), penalty=cand.params.penalty,
+                                      centers=cand.params.centers, solver="direct").fit(X_tr, y_tr)
+        expected = float(np.mean(np.sum((clf.decision_function(X_val) - onehot) ** 2, axis=1)))
+        assert cand.validation_score == pytest.approx(expected, rel=1e-8)
+    folds = _quick(X, labels, objective=["prop", "gcv"], validation=3, task="classification")
+    assert all(len(c.fold_errors) == 3 and 0.0 < c.validation_score < np.inf for c in folds.candidates)
+
+
+def test_regression_score_is_the_error(data):
+    X, y = data
+    res = _quick(X, y, objective=NAMES, validation=3)
+    assert all(c.validation_score == c.validation_error for c in res.candidates)
+
+
+def test_hyperopt_and_cli_with_folds(tmp_path, data, capsys):
+    X, y = data
+    est = nh.HyperoptKRR(objective=["prop", "gcv"], validation_fraction=3, centers=10, epochs=2, random_state=0,
+                         standardize=True).fit(X, y)
+    assert [len(c.fold_errors) for c in est.candidates_] == [3, 3]
+    assert est.objective_ == min(est.candidates_, key=lambda c: c.validation_score).objective
+    path, model, summary = _csv(tmp_path, X, y), tmp_path / "m.npz", tmp_path / "s.json"
+    assert main(["tune", path, "--target", "y", "--objective", "prop,gcv", "--validation", "3",
+                 "--centers", "10", "--epochs", "2", "--out", str(model), "--json", str(summary)]) == 0
+    out = capsys.readouterr().out
+    s = json.loads(summary.read_text())
+    assert [len(c["fold_errors"]) for c in s["candidates"]] == [3, 3]
+    assert "mean of 3 folds" in out and "tuned again on all 240 rows" in out
+    assert main(["tune", path, "--target", "y", "--objective", "prop", "--validation", "3",
+                 "--out", str(model)]) == 2
+    assert "several --objective" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["tune", path, "--target", "y", "--objective", "prop,gcv", "--validation", "1"])
+    assert exc.value.code == 2 and "number of folds" in capsys.readouterr().err

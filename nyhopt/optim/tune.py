@@ -246,11 +246,15 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         "gcv"]``) chooses by validation error, which needs ``validation``:
         each candidate is tuned from the same start on the training part, the
         one whose tuned model has the lowest validation error wins (the first
-        on ties).  With a fraction, the chosen objective is then tuned again
-        on all the rows, as ``tune(X, y, objective=<chosen>)`` with the same
+        on ties).  With ``k`` folds (``validation=k``) each candidate is tuned
+        on each fold's training part, from the start the final run has, and
+        its error is the mean over the folds weighted by their sizes.  With
+        a fraction or folds, the chosen objective is then tuned again on all
+        the rows, as ``tune(X, y, objective=<chosen>)`` with the same
         arguments would; with an explicit ``(X_val, y_val)`` the candidate,
-        tuned on ``(X, y)``, is the result.  ``candidates`` in the result says
-        what each reached; ``callback`` and the progress bar see every
+        tuned on ``(X, y)``, is the result.  Cost: one run per candidate (per
+        fold) plus the final one.  ``candidates`` in the result says what
+        each reached; ``callback`` and the progress bar see every
         candidate's epochs in turn.
     centers : int or array of shape (m, d), default 100
         Number of Nystrom centers (a random subset of the rows of ``X``) or
@@ -267,11 +271,14 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     random_state : None, int or numpy.random.Generator, default 0
         Seeds the initial centers, the median-heuristic subsample, the
         validation split and the objective's own draws (splits, probes).
-    validation : None, float or tuple (X_val, y_val), optional
+    validation : None, float, int or tuple (X_val, y_val), optional
         Data on which to track the error at every epoch; a float in (0, 1)
         holds out that fraction of ``(X, y)`` at random (the model is then
         tuned and fitted on the rest).  Only tracked, never used to choose,
-        unless ``objective`` is a list (then required).
+        unless ``objective`` is a list (then required).  An int ``k >= 2``,
+        for a list ``objective`` only, chooses by ``k``-fold validation (folds
+        seeded by ``random_state``, stratified by class for classification;
+        ``k`` times the candidates' cost).
     progress : bool, default True
         Show a progress bar on stderr when it is a terminal.
     penalty : float, optional
@@ -377,6 +384,9 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         from ._select import tune_by_validation
 
         return tune_by_validation(tune, arguments)
+    if isinstance(validation, numbers.Integral) and not isinstance(validation, (bool, np.bool_)):
+        raise ValueError(f"validation={validation!r} is a number of folds, which chooses among a list of "
+                         "objectives; with one objective give a fraction in (0, 1) or a tuple (X_val, y_val)")
     t_start = time.perf_counter()
     epochs = _check_int(epochs, "epochs", 0)
     if patience is not None:
