@@ -34,7 +34,7 @@ import nyhopt as nh
 from nyhopt.ops import _cuda_compile as cc
 from nyhopt.ops import _reference
 
-from test_cuda_sources import DISPATCH_MAIN, EMULATION, compile_source
+from test_cuda_sources import DISPATCH_MAIN, EMULATION, HARNESS_IO, compile_source
 
 SOURCE = "fused_products"
 KINDS = list(cc.KINDS)
@@ -62,15 +62,7 @@ def test_double_width_32_does_not_compile():
 
 
 # ----------------------------------------------------------------- host emulation
-HARNESS = r"""
-template <typename T>
-std::vector<T> read(FILE* f, long long count) {
-    std::vector<T> v(count > 0 ? count : 1);
-    if (count > 0 && fread(v.data(), sizeof(T), count, f) != (size_t)count) { fprintf(stderr, "short read\n"); exit(3); }
-    return v;
-}
-template <typename T>
-void write(FILE* f, const std::vector<T>& v) { fwrite(v.data(), sizeof(T), v.size(), f); }
+HARNESS = HARNESS_IO + r"""
 
 template <typename T, int KIND, int KC>
 void run_fused(FILE* in, FILE* out) {

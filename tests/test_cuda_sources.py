@@ -204,7 +204,8 @@ void launch(dim3 grid, dim3 block, F kernel) {
 }
 """
 
-HARNESS = r"""
+# Reading the inputs and writing the outputs of an emulated launch (shared with test_cuda_fused.py).
+HARNESS_IO = r"""
 template <typename T>
 std::vector<T> read(FILE* f, long long count) {
     std::vector<T> v(count > 0 ? count : 1);
@@ -213,6 +214,9 @@ std::vector<T> read(FILE* f, long long count) {
 }
 template <typename T>
 void write(FILE* f, const std::vector<T>& v) { fwrite(v.data(), sizeof(T), v.size(), f); }
+"""
+
+HARNESS = HARNESS_IO + r"""
 
 template <typename T, int KIND>
 void run_block(FILE* in, FILE* out) {

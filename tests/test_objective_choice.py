@@ -112,11 +112,12 @@ def test_fraction_refits_on_all_rows_and_candidates_share_the_start(data):
     assert not np.allclose(res.model.predict(X), part.model.predict(X))
 
 
+@pytest.mark.parametrize("validation", [0.25, 3], ids=["fraction", "3 folds"])
 @pytest.mark.parametrize("random_state", [0, "generator"])
-def test_fraction_retunes_the_chosen_objective_on_all_rows(data, random_state):
+def test_the_chosen_objective_is_tuned_again_on_all_rows(data, random_state, validation):
     X, y = data
     seed = (lambda: np.random.default_rng(5)) if random_state == "generator" else (lambda: 0)
-    res = _quick(X, y, objective=NAMES, validation=0.25, random_state=seed())
+    res = _quick(X, y, objective=NAMES, validation=validation, random_state=seed())
     alone = _quick(X, y, objective=res.objective.name, random_state=seed())  # the chosen one, all rows
     assert _same_params(res.params, alone.params)
     np.testing.assert_array_equal(res.history.objective, alone.history.objective)
@@ -312,18 +313,6 @@ def test_kfold_choice_matches_a_hand_loop_over_the_folds(data):
         assert cand.validation_error == pytest.approx(mean, rel=1e-8)
     assert len(set(np.round(means, 12))) > 1
     assert res.objective.name == NAMES[int(np.argmin(means))]
-
-
-@pytest.mark.parametrize("random_state", [0, "generator"])
-def test_kfold_retunes_the_chosen_objective_on_all_rows(data, random_state):
-    X, y = data
-    seed = (lambda: np.random.default_rng(5)) if random_state == "generator" else (lambda: 0)
-    res = _quick(X, y, objective=NAMES, validation=3, random_state=seed())
-    alone = _quick(X, y, objective=res.objective.name, random_state=seed())  # the chosen one, all rows
-    assert _same_params(res.params, alone.params)
-    np.testing.assert_array_equal(res.history.objective, alone.history.objective)
-    np.testing.assert_array_equal(res.model.predict(X), alone.model.predict(X))
-    assert res.best_epoch == alone.best_epoch and len(res.candidates) == 3
 
 
 @pytest.mark.parametrize("random_state", [0, None])
