@@ -157,7 +157,7 @@ class KernelOperator:
             return False
         if self.gram_policy is True:
             return True
-        return gram_pays(self.Z.shape[0], k, max(self._streamed, 1e-300), self.xp)
+        return gram_pays(self.Z.shape[0], k, self._streamed, self.xp)
 
     def kmv(self, V):
         """:math:`K V`, (n, k) in the data dtype."""
