@@ -79,8 +79,10 @@ class DaskStochasticProp(StochasticProp):
     ValueError
         Options that need ``n``-sized work on the driver
         (``effective_dimension_estimator="hutch++"``,
-        ``trace_estimator="hutchinson"``, ``kernel_cache=True``), and the
-        input errors of :class:`~nyhopt.distributed.ShardedData`.
+        ``trace_estimator="hutchinson"``), ``kernel_cache=True`` and
+        ``gram=True`` (the passes stream on the workers; ``"auto"`` and
+        False are accepted), and the input errors of
+        :class:`~nyhopt.distributed.ShardedData`.
     """
 
     cpu_engine = "pool"  # the driver does m x m work only
@@ -88,12 +90,17 @@ class DaskStochasticProp(StochasticProp):
     def __init__(self, X, y, kernel="gaussian", *, n_probes=20, probes="gaussian", trace_estimator="rows",
                  effective_dimension_estimator="hutchinson", sketch_size=None, n_rows=None, tol=DEFAULT_TOL,
                  maxiter=DEFAULT_MAXITER, warm_start=True, normalization="released", value_form="energy",
-                 gradient="whitened", kernel_cache=False, noise_variance=1.0, random_state=None, client=None):
+                 gradient="whitened", kernel_cache=False, gram="auto", noise_variance=1.0, random_state=None,
+                 client=None):
         for name, value, ok in (("effective_dimension_estimator", effective_dimension_estimator, "hutchinson"),
-                                ("trace_estimator", trace_estimator, "rows"), ("kernel_cache", kernel_cache, False)):
+                                ("trace_estimator", trace_estimator, "rows")):
             if value != ok:
                 raise ValueError(f"{name}={value!r} is not available on dask arrays (it needs n-sized work on "
                                  f"the driver); use {name}={ok!r}")
+        for name, value in (("kernel_cache", kernel_cache), ("gram", gram)):
+            if value is not False and not (isinstance(value, str) and value == "auto"):
+                raise ValueError(f"{name}={value!r} is not available on dask arrays (the passes stream on the "
+                                 f"workers); use {name}='auto' or False")
         data = ShardedData(X, y, client=client)
         if data.p == 0:
             raise ValueError("y is None; stoch-prop needs targets")
@@ -104,7 +111,7 @@ class DaskStochasticProp(StochasticProp):
         self.noise_variance = check_positive(noise_variance, "noise_variance")
         self.random_state = reject_bool(random_state, "random_state")
         self._set_options(n_probes, probes, trace_estimator, effective_dimension_estimator, sketch_size,
-                          n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, kernel_cache)
+                          n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, False, False)
         self.seed = derive_seed(random_state)
         t = self.n_probes
         self.data = data.derive(_blocks.block_with_probes, self.seed, t, self.probe_kind, STREAM_PROBES,
