@@ -621,7 +621,7 @@ class StochasticProp(Objective):
         return T, (Lt, None, Ab)
 
     def _evaluate(self, ctx):
-        xp, X, n, p = self.xp, self.X, self.n, self.p
+        xp, n, p = self.xp, self.n, self.p
         kernel, Z, lam = ctx.kernel, ctx.Z, ctx.penalty
         f64 = xp.float64
         c = n * lam

@@ -30,8 +30,6 @@ True
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .._parallel import map_ranges, min_rows, sum_ranges
 from ..backend import get_namespace, is_cupy_namespace
 from . import _operand, kernel_matrix

@@ -32,8 +32,6 @@ Examples
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .._config import block_rows
 from .._parallel import sum_ranges
 from .._threads import cpu_threads
