@@ -490,3 +490,66 @@ def test_cupy_isotropic_lengthscale_and_float32(emulated_cupy):
     want = _reference.adjoint_lowrank(kernel, *(a.astype(np.float64) for a in (X, Z, P, Q)), ell, np, ("lengthscale",))
     assert got.lengthscale.shape == (1,)
     np.testing.assert_allclose(got.lengthscale, want.lengthscale, rtol=1e-5)
+
+
+# ------------------------------------------------- run-time modules (fake CuPy)
+class _FakeRawModule:
+    """Stands for ``cupy.RawModule``: records what it was asked to compile."""
+
+    def __init__(self, code, options, name_expressions, log):
+        self.code, self.options, self.names = code, options, list(name_expressions)
+        log.append(self)
+
+    def get_function(self, name):
+        assert name in self.names, f"{name} was not compiled in this module"
+        return ("function", name, id(self))
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    """A ``cupy`` module with a settable device id and a recording RawModule; returns (device, built)."""
+    import sys
+    import types
+
+    built, device = [], {"id": 0}
+    fake = types.ModuleType("cupy")
+    fake.RawModule = lambda code, options, name_expressions: _FakeRawModule(code, options, name_expressions, built)
+    fake.cuda = types.SimpleNamespace(Device=lambda: types.SimpleNamespace(id=device["id"]))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(cc, "load_nvrtc", lambda: None)
+    monkeypatch.setattr(cc, "_modules", {})
+    return device, built
+
+
+def test_get_function_compiles_only_the_instantiation_a_call_needs(fake_cupy):
+    device, built = fake_cupy
+    fn = cc.get_function("adjoint", np.float32, "gaussian", True)
+    assert [m.names for m in built] == [["nh_adjoint<float, 0, true>"]]
+    assert built[0].code == cc.read_source("adjoint") and tuple(built[0].options) == cc.OPTIONS
+    assert fn == ("function", "nh_adjoint<float, 0, true>", id(built[0]))
+
+    assert cc.get_function("adjoint", "float32", "gaussian", True) is fn  # reused, not rebuilt
+    assert len(built) == 1
+
+    cc.get_function("adjoint", "float32", "gaussian", False)
+    cc.get_function("kernel_block", "float64", "laplacian")
+    cc.get_function("fused_products", "float32", "matern52", 16)
+    assert [m.names for m in built[1:]] == [
+        ["nh_adjoint<float, 0, false>"],
+        ["nh_kernel_block<double, 1>"],
+        ["nh_fused_products<float, 3, 16>"],
+    ]
+
+    device["id"] = 1  # another device: its own module
+    cc.get_function("adjoint", "float32", "gaussian", True)
+    assert len(built) == 5 and built[-1].names == ["nh_adjoint<float, 0, true>"]
+    assert {key[0] for key in cc._modules} == {0, 1}
+
+
+def test_get_function_checks_its_arguments_before_compiling(fake_cupy):
+    _, built = fake_cupy
+    with pytest.raises(ValueError, match="kind"):
+        cc.get_function("kernel_block", "float32", "cauchy")
+    with pytest.raises(ValueError, match="no form 32 for float64"):
+        cc.get_function("fused_products", "float64", "gaussian", 32)
+    assert built == []

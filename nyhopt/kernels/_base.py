@@ -32,11 +32,12 @@ time, so no ``n x m`` array ever exists.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
-from .._validation import check_lengthscale
+from .._validation import check_lengthscale, check_matrix
+from ..backend import get_namespace
+from ..ops import adjoint_dense, adjoint_lowrank, kernel_matrix
+from ..ops._grad import KernelGrad
 
 __all__ = ["Kernel", "KernelGrad", "check_finite_grad"]
 
@@ -61,33 +62,6 @@ def check_finite_grad(grad, xp):
                 "lengthscale or standardize X"
             )
     return grad
-
-
-class KernelGrad(NamedTuple):
-    """Gradients of :math:`\\langle G, k(X, Z)\\rangle`.
-
-    Attributes
-    ----------
-    lengthscale : numpy.ndarray or None
-        float64, shape of the kernel's lengthscale array, ``(1,)`` or ``(d,)``.
-    centers : array or None
-        Gradient with respect to ``Z``, shape ``(m, d)``, float64.
-    X : array or None
-        Gradient with respect to ``X``, shape ``(n, d)``, float64.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import nyhopt as nh
-    >>> X, Z = np.zeros((4, 2)), np.ones((3, 2))
-    >>> g = nh.GaussianKernel(1.0).adjoint(X, Z, np.ones((4, 3)), wrt=("centers",))
-    >>> g.centers.shape, g.lengthscale is None
-    ((3, 2), True)
-    """
-
-    lengthscale: object
-    centers: object
-    X: object
 
 
 class Kernel:
@@ -192,15 +166,10 @@ class Kernel:
         -------
         K : array of shape (n, m), dtype of ``X``; symmetric when ``Z`` is None.
         """
-        from ..ops import kernel_matrix
-
         return kernel_matrix(self, X, Z)
 
     def diag(self, X):
         """Diagonal :math:`k(x_i, x_i) = \\varphi(0) = 1` for every row of ``X``."""
-        from ..backend import get_namespace
-        from .._validation import check_matrix
-
         xp = get_namespace(X)
         X = check_matrix(X, "X", xp)
         return xp.ones(X.shape[0], dtype=X.dtype)
@@ -230,9 +199,6 @@ class Kernel:
             If a gradient is not finite (scaled distances overflow at a tiny
             lengthscale), see :func:`check_finite_grad`.
         """
-        from ..backend import get_namespace
-        from ..ops import adjoint_dense, adjoint_lowrank
-
         if G is not None:
             if P is not None or Q is not None:
                 raise ValueError("give either G or (P, Q), not both")

@@ -25,7 +25,7 @@ from .. import _parallel
 from .._parallel import active_workers, map_ranges, min_rows
 from .._validation import check_matrix
 from ..backend import get_namespace, is_cupy_namespace
-from ..kernels import KernelGrad
+from ._grad import KernelGrad
 from . import _reference
 
 __all__ = [

@@ -83,7 +83,7 @@ from numba.extending import intrinsic
 
 from .._config import get_memory_budget
 from .._parallel import in_forked_child, map_chunks
-from ..kernels import KernelGrad
+from ._grad import KernelGrad
 from . import _reference
 
 __all__ = [

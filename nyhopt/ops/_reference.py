@@ -15,7 +15,7 @@ rounding error of float32 does not grow with the number of blocks.
 from __future__ import annotations
 
 from .._config import block_rows
-from ..kernels import KernelGrad
+from ._grad import KernelGrad
 
 __all__ = [
     "scaled",
