@@ -14,14 +14,18 @@ one line per case (median of ``repeat`` synchronized runs after one warm-up):
   cuBLAS path and the fused streaming products (``NYHOPT_CUDA_FUSED`` =
   ``1`` and ``dot``) in the same run: the Falkon pass (``V`` only) and the
   stoch-prop pass (20 more columns ``U``, ``kv=True``), each with its first
-  call (compilation) and its relative difference to today's result.
+  call (compilation) and its relative difference to today's result; and both
+  passes with the kernel held in float16 (``CachedKernel(storage="float16")``,
+  where ``2 n m`` bytes fit), with the time to build it;
 
 * issue #11's headline (mode ``higgs``, not in the full run): Adam steps of
   ``stoch-prop`` at the HIGGS size (n = 10^7 or the largest that fits, d = 28,
   m = 5000, float32, one lengthscale 4, lambda0 = 1/n, t = 20, tol 1e-3,
   maxiter 100, lr 0.05) for each route -- streaming, the Gram matrix
-  (``gram=True``), the fused products -- each for at most ``budget`` seconds,
-  with the projection to 20 steps from the mean of the warm steps;
+  (``gram=True``), the fused products, the kernel held in float16 (where it
+  fits) -- each for at most ``budget`` seconds, with the projection to 20
+  steps from the mean of the warm steps and each step's objective value (the
+  trajectories are compared across routes);
 * the exact-objective case of issue #11 (mode ``exact28``): one
   ``value_and_grad`` of ``prop`` and ``sgpr`` at n = 10^6, m = 1000, d = 28,
   ARD, float32, and one step of GPyTorch's SGPR on the same data when torch
@@ -117,6 +121,39 @@ def fused_vs_today(card, repeat=3):
                 pool.free_all_blocks()
     finally:
         _cupy.FUSED_PRODUCTS = saved
+    _case(f"HIGGS-size passes n={n} m={m} d={d} k={k} float32 on {card}, kernel held in float16",
+          lambda: _half_cache_passes(kern, X, Z, V, U, sync, repeat))
+
+
+def _half_cache_passes(kern, X, Z, V, U, sync, repeat):
+    """Build time, first call and median of both passes with K held in float16 (when it fits)."""
+    import cupy as cp
+
+    from nyhopt import ops
+    from nyhopt.ops.cached import CachedKernel
+
+    n, m = X.shape[0], Z.shape[0]
+    free = cp.cuda.Device().mem_info[0] + cp.get_default_memory_pool().free_bytes()
+    if 2 * n * m > 0.8 * free:
+        return f"skipped: n x m float16 ({2 * n * m / 2**30:.1f} GiB) does not fit 80% of free memory"
+    sync()
+    t0 = time.perf_counter()
+    ck = CachedKernel(kern, X, Z, storage="float16")
+    sync()
+    built = time.perf_counter() - t0
+    out = [f"built in {built:.2f} s ({ck.nbytes / 2**30:.1f} GiB)"]
+    for what, fn, ref in (("Falkon pass", lambda: ck.normal_matvec(V), lambda: ops.normal_matvec(kern, X, Z, V)),
+                          ("stoch-prop pass", lambda: ck.normal_matvec(V, U, kv=True),
+                           lambda: ops.normal_matvec(kern, X, Z, V, U, kv=True))):
+        sync()
+        t0 = time.perf_counter()
+        res = fn()
+        sync()
+        first = time.perf_counter() - t0
+        timing = _median_time(fn, sync, repeat)
+        err = max(float(cp.max(cp.abs(a - b)) / cp.max(cp.abs(b))) for a, b in zip(res, ref()) if b is not None)
+        out.append(f"{what} {_fmt(timing)}, first call {first:.2f} s, relative difference to streaming {err:.1e}")
+    return "; ".join(out)
 
 
 def _synthetic_gpu(n, d, seed, dtype):
@@ -150,11 +187,14 @@ def higgs_tuning(card, budget=120.0, steps=20):
     routes = (("streaming", dict(kernel_cache=False, gram=False), ""),
               ("Gram matrix", dict(kernel_cache=False, gram=True), ""),
               ("fused products", dict(kernel_cache=False, gram=False), "exact"),
+              ("kernel held in float16", dict(kernel_cache="float16", gram=False), ""),
               ("default settings", {}, ""))
     saved = _cupy.FUSED_PRODUCTS
     try:
         for label, opts, fused in routes:
             def run(opts=opts, fused=fused):
+                if opts.get("kernel_cache") == "float16" and 2 * n * m > 0.8 * free:
+                    return f"skipped: n x m float16 ({2 * n * m / 2**30:.1f} GiB) does not fit 80% of free memory"
                 _cupy.FUSED_PRODUCTS = fused
                 obj = nh.make_objective("stoch-prop", X, y, kernel=nh.GaussianKernel(4.0), n_probes=t, tol=1e-3,
                                         maxiter=100, random_state=0, **opts)
@@ -169,7 +209,7 @@ def higgs_tuning(card, budget=120.0, steps=20):
                     sync()
                     times.append(time.perf_counter() - t0)
                     rec = obj.last_solve
-                    notes.append(f"{times[-1]:.2f}s/{rec.iterations}it/{rec.passes}p")
+                    notes.append(f"{times[-1]:.2f}s/{rec.iterations}it/{rec.passes}p/{value:.5g}")
                 warm = times[1:] or times
                 total = sum(times) + (steps - len(times)) * float(np.mean(warm[-3:]))
                 kind = "measured" if len(times) == steps else f"projected from {len(times)}"

@@ -35,7 +35,8 @@ _DEFAULT_BUDGET = 256 * 2**20
 _budget = contextvars.ContextVar("nyhopt_memory_budget", default=_DEFAULT_BUDGET)
 #: Host cache budget when none is set (bytes).
 DEFAULT_HOST_CACHE = 2**30
-#: Fraction of the GPU's free memory that the cache may take when no budget is set.
+#: Fraction of the GPU's free memory (counting what CuPy's memory pool holds free) that
+#: the cache may take when no budget is set.
 DEFAULT_DEVICE_CACHE_FRACTION = 0.5
 _cache = contextvars.ContextVar("nyhopt_cache_budget", default=None)  # None: the defaults above
 
@@ -143,7 +144,8 @@ def get_cache_budget(xp=None) -> int:
     if budget is not None:
         return budget
     if xp is not None and getattr(xp, "__name__", "") == "cupy":
-        free, _ = xp.cuda.Device().mem_info
+        # Blocks freed to CuPy's pool (the previous step's cache) are free for this one.
+        free = xp.cuda.Device().mem_info[0] + xp.get_default_memory_pool().free_bytes()
         return int(DEFAULT_DEVICE_CACHE_FRACTION * free)
     return DEFAULT_HOST_CACHE
 

@@ -107,8 +107,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._config import cache_fits
 from ..ops import kernel_matrix
+from ..ops.cached import cache_storage, check_cache_policy
+from ..ops.half import STORAGE as STORAGE_16
 from ..ops.operator import KernelOperator, gram_pays
 from ._exact import gram, solve_lower_inplace
 from ..solvers import jitter
@@ -321,14 +322,17 @@ class StochasticProp(Objective):
         Gradient formula (see the module notes); both are exact at exact
         solves, the whitened one is far more accurate at loose tolerances;
         both take two passes over the data after the solve.
-    kernel_cache : {"auto", True, False}, default "auto"
+    kernel_cache : {"auto", True, False, "float16"}, default "auto"
         Hold :math:`K_{nm}` in memory during each evaluation
         (:class:`~nyhopt.ops.cached.CachedKernel`, ``n m`` numbers of the data
         dtype): every pass but the adjoint becomes a matrix product.
         ``"auto"`` holds it when it fits the cache budget
         (:func:`nyhopt.set_cache_budget`: 1 GiB on the host, half the free
         GPU memory by default) and streams otherwise, with memory
-        :math:`O(n(t + p) + m^2)`.
+        :math:`O(n(t + p) + m^2)`.  ``"float16"`` holds it in float16
+        (float32 data only; half the memory and bytes read per pass), at the
+        cost of a bias in the effective-dimension term at small penalties
+        (:mod:`nyhopt.ops.half`).
     gram : {"auto", True, False}, default "auto"
         Form :math:`K_{nm}^T K_{nm}` once per evaluation (one pass, with the
         right-hand sides) so that the CG iterations make no pass over the
@@ -401,11 +405,9 @@ class StochasticProp(Objective):
     cpu_engine = "numba"
 
     def _routes(self, m):
-        """``(hold K, form K^T K up front)`` for ``m`` centers (see ``kernel_cache`` and ``gram``)."""
+        """``(storage of a held K or None, form K^T K up front)`` for ``m`` centers (see ``kernel_cache``, ``gram``)."""
         xp = self.xp
-        cache = self.kernel_cache
-        if cache == "auto":
-            cache = cache_fits(self.n, m, self.X.dtype.itemsize, xp)
+        cache = cache_storage(self.kernel_cache, self.n, m, self.X.dtype, xp, "kernel_cache")
         gram = self.gram
         if gram == "auto":
             expected = EXPECTED_ITERATIONS if self.last_solve is None else max(self.last_solve.iterations, 1)
@@ -415,12 +417,13 @@ class StochasticProp(Objective):
     def _cpu_engine(self, params):
         """Streaming passes: Numba owns the cores; matrix products (held kernel, Gram matrix): nyhopt's pool."""
         cache, gram = self._routes(params.n_centers)
-        return "pool" if cache or gram else "numba"
+        return "pool" if cache is not None or gram else "numba"
 
     def _operator(self, kernel, Z):
         """The :class:`~nyhopt.ops.operator.KernelOperator` of one evaluation (a hook: None on Dask)."""
         cache, gram = self._routes(Z.shape[0])
-        return KernelOperator(kernel, self.X, Z, cache=cache, gram=True if gram else self.gram)
+        held = False if cache is None else ("float16" if cache == STORAGE_16 else True)
+        return KernelOperator(kernel, self.X, Z, cache=held, gram=True if gram else self.gram)
 
     def __init__(
         self,
@@ -490,7 +493,7 @@ class StochasticProp(Objective):
         if not isinstance(warm_start, (bool, np.bool_)):
             raise TypeError(f"warm_start must be a bool, got {warm_start!r}")
         self.warm_start = bool(warm_start)
-        self.kernel_cache = _policy(kernel_cache, "kernel_cache")
+        self.kernel_cache = check_cache_policy(kernel_cache, "kernel_cache")
         self.gram = _policy(gram, "gram")
         if self.effective_dimension_estimator == "hutch++":
             if sketch_size is None:

@@ -30,12 +30,58 @@ True
 """
 from __future__ import annotations
 
+import numpy as np
+
+from .._config import block_rows, cache_fits
 from .._parallel import map_ranges, min_rows, sum_ranges
 from ..backend import get_namespace, is_cupy_namespace
 from . import _operand, kernel_matrix
+from . import half
 from .gram import RANGE_ROWS
 
-__all__ = ["CachedKernel"]
+__all__ = ["CachedKernel", "CACHE_POLICIES", "check_cache_policy", "cache_storage"]
+
+#: Values of a kernel-cache setting: decide by the budget, always, never, or always in float16.
+CACHE_POLICIES = ("auto", True, False, "float16")
+
+
+def check_cache_policy(value, name):
+    """``value`` as one of :data:`CACHE_POLICIES` (bools normalized), or a clear error naming ``name``."""
+    if isinstance(value, str):
+        if value not in ("auto", "float16"):
+            raise ValueError(f"{name} must be 'auto', 'float16', True or False, got {value!r}")
+        return value
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be 'auto', 'float16', True or False, got {value!r}")
+    return bool(value)
+
+
+def cache_storage(policy, n, m, dtype, xp, name="cache"):
+    """The dtype an ``n x m`` kernel matrix of ``dtype`` data is held in under ``policy``; None to stream.
+
+    * ``True``: the data dtype; ``False``: None; ``"float16"``: float16
+      (float32 data only, see :mod:`nyhopt.ops.half`).
+    * ``"auto"``: the data dtype when ``n m`` such numbers fit the cache
+      budget (:func:`nyhopt.get_cache_budget`), None otherwise.  It never
+      picks float16: the rounding of :math:`K` to 16 bits raises the
+      effective-dimension term of ``stoch-prop`` at small penalties (see
+      :mod:`nyhopt.ops.half`), so it is the user's choice.
+
+    Raises
+    ------
+    ValueError
+        If ``policy`` is not a cache policy, or is ``"float16"`` and the
+        data are not float32 (messages name the setting ``name``).
+    """
+    policy = check_cache_policy(policy, name)
+    dtype = np.dtype(dtype)
+    if policy == "float16":
+        if dtype != np.float32:
+            raise ValueError(f"{name}='float16' needs float32 data, got {dtype.name}")
+        return half.STORAGE
+    if policy != "auto":
+        return dtype if policy else None
+    return dtype if cache_fits(n, m, dtype.itemsize, xp) else None
 
 
 class CachedKernel:
@@ -47,21 +93,54 @@ class CachedKernel:
     X : array (n, d)
     Z : array (m, d)
         Same array module as ``X`` (cast to its dtype).
+    storage : dtype, optional
+        Dtype the matrix is held in: the data dtype (default), or float16
+        for float32 data (:mod:`nyhopt.ops.half`: half the memory; the
+        products still compute in float32 and return the data dtype).
 
     Attributes
     ----------
-    Kt : array (m, n), dtype of ``X``
-        :math:`K^T`, C-ordered.
+    Kt : array (m, n)
+        :math:`K^T`, C-ordered, of dtype ``storage``.
+    dtype : numpy.dtype
+        The data dtype: the dtype of the products.
+    storage : numpy.dtype
+        The dtype of ``Kt``.
     nbytes : int
         Memory held by ``Kt``.
+
+    Raises
+    ------
+    ValueError
+        If ``storage`` is neither the data dtype nor float16 with float32 data.
     """
 
-    def __init__(self, kernel, X, Z):
-        self.xp = get_namespace(X, Z)
-        Z = self.xp.asarray(Z).astype(X.dtype, copy=False)
-        # Stored as K^T (m, n), C-ordered: the products below then have their best BLAS layouts.
-        self.Kt = kernel_matrix(kernel, Z, X)
+    def __init__(self, kernel, X, Z, storage=None):
+        self.xp = xp = get_namespace(X, Z)
+        self.dtype = np.dtype(X.dtype)
+        Z = xp.asarray(Z).astype(X.dtype, copy=False)
+        storage = self.dtype if storage is None else np.dtype(storage)
+        if storage == self.dtype:
+            self._half = False
+            # Stored as K^T (m, n), C-ordered: the products below then have their best BLAS layouts.
+            self.Kt = kernel_matrix(kernel, Z, X)
+        elif storage == half.STORAGE and self.dtype == np.float32:
+            self._half = True
+            self.Kt = self._evaluate_half(kernel, X, Z)
+        else:
+            raise ValueError(f"storage must be the data dtype or float16 for float32 data; got {storage.name} "
+                             f"for {self.dtype.name} data")
+        self.storage = np.dtype(self.Kt.dtype)
         self.nbytes = int(self.Kt.nbytes)
+
+    def _evaluate_half(self, kernel, X, Z):
+        """:math:`K^T` in float16, evaluated in float32 row blocks (no float32 ``n x m`` array)."""
+        xp, (n, m) = self.xp, (X.shape[0], Z.shape[0])
+        Kt = xp.empty((m, n), dtype=half.STORAGE)
+        step = max(RANGE_ROWS, block_rows(n, m, self.dtype.itemsize, n_temps=2))
+        for lo in range(0, n, step):
+            Kt[:, lo:lo + step] = kernel_matrix(kernel, Z, X[lo:lo + step]).astype(half.STORAGE)
+        return Kt
 
     @property
     def shape(self):
@@ -73,41 +152,62 @@ class CachedKernel:
             return [fn(0, Kt.shape[1])]
         return map_ranges(fn, Kt.shape[1], min_rows(Kt.shape[0]))
 
-    def _sum_ranges(self, fn):
+    def _sum_ranges(self, fn, rows=None):
         """``sum(fn(lo, hi))`` (a tuple of float64 arrays) over fixed row ranges, added in row order.
 
         Fixed ranges (:data:`nyhopt.ops.gram.RANGE_ROWS`) make the rounding
-        independent of the number of threads.
+        independent of the number of threads.  On a GPU the sum is one range,
+        or ranges of ``rows`` rows where a range makes a temporary copy.
         """
-        if is_cupy_namespace(self.xp):
-            return fn(0, self.Kt.shape[1])
-        return sum_ranges(fn, self.Kt.shape[1], RANGE_ROWS)
+        n = self.Kt.shape[1]
+        if not is_cupy_namespace(self.xp):
+            return sum_ranges(fn, n, RANGE_ROWS)
+        if rows is None or rows >= n:
+            return fn(0, n)
+        total = None
+        for lo in range(0, n, rows):
+            part = fn(lo, min(lo + rows, n))
+            total = part if total is None else tuple(None if t is None else t + p for t, p in zip(total, part))
+        return total
 
     def kmv(self, V):
         """``K @ V`` for V (m, k); (n, k) in the data dtype."""
         Kt, xp = self.Kt, self.xp
-        Vt = _operand(V, "V", Kt.shape[0], Kt.dtype, xp).T.copy()
-        KVt = xp.empty((Vt.shape[0], Kt.shape[1]), dtype=Kt.dtype)
-        self._ranges(lambda lo, hi: xp.matmul(Vt, Kt[:, lo:hi], out=KVt[:, lo:hi]))
+        Vt = _operand(V, "V", Kt.shape[0], self.dtype, xp).T.copy()
+        KVt = xp.empty((Vt.shape[0], Kt.shape[1]), dtype=self.dtype)
+        if self._half:
+            P, scale = half.split_half(Vt.T, xp)
+            Pt = P.T.copy()
+
+            def part(lo, hi):
+                KVt[:, lo:hi] = half.kmv_block(Kt[:, lo:hi], Pt, scale, xp)
+        else:
+            def part(lo, hi):
+                xp.matmul(Vt, Kt[:, lo:hi], out=KVt[:, lo:hi])
+        self._ranges(part)
         return KVt.T
 
     def kmtv(self, U):
         """``K.T @ U`` for U (n, k); (m, k), summed over row ranges in float64."""
-        Kt = self.Kt
-        U2 = _operand(U, "U", Kt.shape[1], Kt.dtype, self.xp)
-        f64 = self.xp.float64
+        Kt, xp = self.Kt, self.xp
+        U2 = _operand(U, "U", Kt.shape[1], self.dtype, xp)
+        f64 = xp.float64
+        if self._half:
+            return self._sum_ranges(lambda lo, hi: (half.kmtv_block(Kt[:, lo:hi], U2[lo:hi], xp).astype(f64),))[0]
         return self._sum_ranges(lambda lo, hi: ((U2[lo:hi].T @ Kt[:, lo:hi].T).T.astype(f64),))[0]
 
     def gram(self, U=None):
         """``(K^T K, K^T U or None)``, computed in float64 over row ranges (see :mod:`nyhopt.ops.gram`)."""
         Kt, xp = self.Kt, self.xp
-        U2 = None if U is None else _operand(U, "U", Kt.shape[1], Kt.dtype, xp)
+        U2 = None if U is None else _operand(U, "U", Kt.shape[1], self.dtype, xp)
 
         def part(lo, hi):  # in float64, over fixed ranges added in row order: see nyhopt.ops.gram
             Kr = Kt[:, lo:hi].astype(xp.float64, copy=False)
             return Kr @ Kr.T, (None if U2 is None else Kr @ U2[lo:hi].astype(xp.float64, copy=False))
 
-        G, KtU = self._sum_ranges(part)
+        m, n = Kt.shape
+        rows = None if Kt.dtype == np.float64 else block_rows(n, m, 8, n_temps=1)
+        G, KtU = self._sum_ranges(part, rows)
         return (0.5 * (G + G.T) if is_cupy_namespace(xp) else G), KtU
 
     def normal_matvec(self, V, U=None, *, kv=False):
@@ -116,17 +216,26 @@ class CachedKernel:
         The two sums are float64 (m, k) arrays.
         """
         Kt, xp = self.Kt, self.xp
-        Vt = _operand(V, "V", Kt.shape[0], Kt.dtype, xp).T.copy()
-        U2 = None if U is None else _operand(U, "U", Kt.shape[1], Kt.dtype, xp)
-        KVt = xp.empty((Vt.shape[0], Kt.shape[1]), dtype=Kt.dtype)
+        Vt = _operand(V, "V", Kt.shape[0], self.dtype, xp).T.copy()
+        U2 = None if U is None else _operand(U, "U", Kt.shape[1], self.dtype, xp)
+        KVt = xp.empty((Vt.shape[0], Kt.shape[1]), dtype=self.dtype)
+        k, f64 = Vt.shape[0], xp.float64
+        if self._half:
+            P, scale = half.split_half(Vt.T, xp)
+            Pt = P.T.copy()
 
-        f64 = xp.float64
-
-        def part(lo, hi):
-            Kr = Kt[:, lo:hi]
-            xp.matmul(Vt, Kr, out=KVt[:, lo:hi])
-            KtKV = (KVt[:, lo:hi] @ Kr.T).T.astype(f64)
-            return KtKV, (None if U2 is None else (U2[lo:hi].T @ Kr.T).T.astype(f64))
+            def part(lo, hi):
+                Kr = Kt[:, lo:hi]
+                KVt[:, lo:hi] = half.kmv_block(Kr, Pt, scale, xp)
+                W = KVt[:, lo:hi].T if U2 is None else xp.concatenate([KVt[:, lo:hi].T, U2[lo:hi]], axis=1)
+                both = half.kmtv_block(Kr, W, xp).astype(f64)
+                return both[:, :k], (None if U2 is None else both[:, k:])
+        else:
+            def part(lo, hi):
+                Kr = Kt[:, lo:hi]
+                xp.matmul(Vt, Kr, out=KVt[:, lo:hi])
+                KtKV = (KVt[:, lo:hi] @ Kr.T).T.astype(f64)
+                return KtKV, (None if U2 is None else (U2[lo:hi].T @ Kr.T).T.astype(f64))
 
         KtKV, KtU = self._sum_ranges(part)
         return (KtKV, KtU, KVt.T) if kv else (KtKV, KtU)

@@ -45,11 +45,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._config import cache_fits
 from .._threads import cpu_threads
 from ..backend import get_namespace, is_cupy_namespace
 from . import kmtv, kmv, normal_matvec
-from .cached import CachedKernel
+from .cached import CachedKernel, cache_storage
 from .gram import gram_matrix
 
 __all__ = ["KernelOperator", "GRAM_GAIN", "gram_pays"]
@@ -88,10 +87,11 @@ class KernelOperator:
     X : array (n, d)
     Z : array (m, d)
         Same array module as ``X`` (cast to its dtype).
-    cache : {"auto", True, False} or CachedKernel, default "auto"
+    cache : {"auto", True, False, "float16"} or CachedKernel, default "auto"
         Hold :math:`K` in memory: ``"auto"`` when ``n m`` numbers of the
         data dtype fit the cache budget (:func:`nyhopt.get_cache_budget`),
-        or a :class:`~nyhopt.ops.cached.CachedKernel` of these ``X``, ``Z``.
+        ``"float16"`` in float16 (float32 data, :mod:`nyhopt.ops.half`), or
+        a :class:`~nyhopt.ops.cached.CachedKernel` of these ``X``, ``Z``.
     gram : {"auto", True, False}, default "auto"
         Use :math:`K^T K` for the normal products: ``True`` from the first
         one, ``"auto"`` once streaming has cost as much as forming it (CPU
@@ -122,11 +122,11 @@ class KernelOperator:
                 raise ValueError(f"cache holds a {tuple(cache.shape)} kernel matrix, expected {(n, m)}")
             self.cache = cache
         else:
-            use = cache_fits(n, m, X.dtype.itemsize, xp) if _check_policy(cache, "cache") == "auto" else cache
+            storage = cache_storage(cache, n, m, X.dtype, xp)
             self.cache = None
-            if use:
+            if storage is not None:
                 with cpu_threads("pool", xp):
-                    self.cache = CachedKernel(kernel, X, self.Z)
+                    self.cache = CachedKernel(kernel, X, self.Z, storage)
                 self.passes += 1
 
     @property

@@ -222,11 +222,12 @@ def falkon_solve(kernel, X, Z, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None,
     warn : bool, default True
         Emit a :class:`ConvergenceWarning` when CG stops at ``maxiter`` above
         ``tol``.
-    cache : {"auto", True, False, None}, CachedKernel or KernelOperator, default "auto"
+    cache : {"auto", True, False, None, "float16"}, CachedKernel or KernelOperator, default "auto"
         Hold :math:`K_{nm}` in memory for the solve, so that the passes become
         matrix products: ``"auto"`` when ``n x m`` numbers fit the cache
         budget (:func:`nyhopt.set_cache_budget`; 1 GiB on the host by
-        default), ``True``/``False`` (or None) to force it; or a
+        default), ``True``/``False`` (or None) to force it, ``"float16"`` to
+        hold it in 16 bits (float32 data; :mod:`nyhopt.ops.half`); or a
         :class:`~nyhopt.ops.cached.CachedKernel` /
         :class:`~nyhopt.ops.operator.KernelOperator` of these ``X``, ``Z`` and
         kernel to reuse.

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The device check of issue #11 in one call of at most ~9.5 minutes (the device tool allows 10 per
+# command and 15 per session): the `gpu` tests, the HIGGS-size passes (today's cuBLAS path, fused
+# products, kernel held in float16), the exact-objective case beside GPyTorch, the first call of
+# a fresh process with a cold and a warm CUDA compile cache, and as many HIGGS tuning steps per
+# route as the rest of the time allows (projected to 20). Outputs go to OUTDIR (default $OUT).
+# Usage, from the repository root:  bash asv_bench/gpu_issue11.sh [OUTDIR]
+set -u
+out=${1:-${OUT:-/tmp/nyhopt-gpu}}
+mkdir -p "$out"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+fi
+export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
+nvidia-smi -L | tee "$out/device.txt"
+timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -x --timeout=100 -rfE 2>&1 | tail -40 | tee "$out/gpu_tests.txt"
+export CUPY_CACHE_DIR=/tmp/nyhopt-cupy-cache-first-call
+rm -rf "$CUPY_CACHE_DIR"
+for pass in cold warm; do
+  t0=$(date +%s.%N)
+  timeout 60 python3 -m nyhopt demo --device gpu --epochs 5 --quiet >/dev/null 2>&1
+  echo "first call in a fresh process (demo --device gpu, 5 epochs), $pass compile cache: $(python3 -c "import sys, time; print(round(time.time() - float(sys.argv[1]), 1))" "$t0") s wall" | tee -a "$out/first_call.txt"
+done
+unset CUPY_CACHE_DIR
+timeout 100 python3 asv_bench/gpu_report.py fused 2>&1 | tee "$out/fused.txt"
+timeout 60 python3 asv_bench/gpu_report.py exact28 2>&1 | tee "$out/exact28.txt"
+timeout 170 python3 asv_bench/gpu_report.py higgs 25 2>&1 | tee "$out/higgs.txt"
