@@ -6,15 +6,8 @@
 # route as the rest of the time allows (projected to 20). Outputs go to OUTDIR (default $OUT).
 # Usage, from the repository root:  bash asv_bench/gpu_issue11.sh [OUTDIR]
 set -u
-out=${1:-${OUT:-/tmp/nyhopt-gpu}}
-mkdir -p "$out"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
-fi
-export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
-nvidia-smi -L | tee "$out/device.txt"
-timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -x --timeout=100 -rfE 2>&1 | tail -40 | tee "$out/gpu_tests.txt"
+source "$(dirname "$0")/_gpu_env.sh" "$@"
+timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider --timeout=100 -rfE 2>&1 | tail -40 | tee "$out/gpu_tests.txt"
 export CUPY_CACHE_DIR=/tmp/nyhopt-cupy-cache-first-call
 rm -rf "$CUPY_CACHE_DIR"
 for pass in cold warm; do

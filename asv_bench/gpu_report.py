@@ -57,6 +57,22 @@ def _median_time(fn, sync, repeat):
     return float(np.median(times)), float(np.min(times))
 
 
+def _timed_first(fn, sync):
+    """``(result, seconds)`` of one synchronized call (the first one: compilation included)."""
+    sync()
+    t0 = time.perf_counter()
+    res = fn()
+    sync()
+    return res, time.perf_counter() - t0
+
+
+def _relative_max(got, want):
+    """Largest ``max|a - b| / max|b|`` over matching arrays (None skipped)."""
+    import cupy as cp
+
+    return max(float(cp.max(cp.abs(a - b)) / cp.max(cp.abs(b))) for a, b in zip(got, want) if b is not None)
+
+
 def _case(label, fn):
     try:
         print(f"{label}: {fn()}", flush=True)
@@ -103,18 +119,12 @@ def fused_vs_today(card, repeat=3):
 
                 def run(fn=fn, mode=mode):
                     nonlocal today
-                    sync()
-                    t0 = time.perf_counter()
-                    res = fn()
-                    sync()
-                    first = time.perf_counter() - t0
+                    res, first = _timed_first(fn, sync)
                     timing = _median_time(fn, sync, repeat)
                     if today is None:
                         today, diff = res, ""
                     else:
-                        err = max(float(cp.max(cp.abs(a - b)) / cp.max(cp.abs(b))) for a, b in zip(res, today)
-                                  if b is not None)
-                        diff = f"; relative difference to today {err:.1e}"
+                        diff = f"; relative difference to today {_relative_max(res, today):.1e}"
                     return f"{_fmt(timing)}; first call {first:.2f} s{diff}"
 
                 _case(f"HIGGS-size {what} n={n} m={m} d={d} k={k} float32 on {card}, {label}", run)
@@ -136,23 +146,15 @@ def _half_cache_passes(kern, X, Z, V, U, sync, repeat):
     free = cp.cuda.Device().mem_info[0] + cp.get_default_memory_pool().free_bytes()
     if 2 * n * m > 0.8 * free:
         return f"skipped: n x m float16 ({2 * n * m / 2**30:.1f} GiB) does not fit 80% of free memory"
-    sync()
-    t0 = time.perf_counter()
-    ck = CachedKernel(kern, X, Z, storage="float16")
-    sync()
-    built = time.perf_counter() - t0
+    ck, built = _timed_first(lambda: CachedKernel(kern, X, Z, storage="float16"), sync)
     out = [f"built in {built:.2f} s ({ck.nbytes / 2**30:.1f} GiB)"]
     for what, fn, ref in (("Falkon pass", lambda: ck.normal_matvec(V), lambda: ops.normal_matvec(kern, X, Z, V)),
                           ("stoch-prop pass", lambda: ck.normal_matvec(V, U, kv=True),
                            lambda: ops.normal_matvec(kern, X, Z, V, U, kv=True))):
-        sync()
-        t0 = time.perf_counter()
-        res = fn()
-        sync()
-        first = time.perf_counter() - t0
+        res, first = _timed_first(fn, sync)
         timing = _median_time(fn, sync, repeat)
-        err = max(float(cp.max(cp.abs(a - b)) / cp.max(cp.abs(b))) for a, b in zip(res, ref()) if b is not None)
-        out.append(f"{what} {_fmt(timing)}, first call {first:.2f} s, relative difference to streaming {err:.1e}")
+        out.append(f"{what} {_fmt(timing)}, first call {first:.2f} s, relative difference to streaming "
+                   f"{_relative_max(res, ref()):.1e}")
     return "; ".join(out)
 
 

@@ -5,14 +5,7 @@
 # timings. Wheels the image lacks travel in .whl/ (pooch, platformdirs).
 # Usage, from the repository root:  bash asv_bench/gpu_session.sh [OUTDIR]
 set -u
-out=${1:-${OUT:-/tmp/nyhopt-gpu}}
-mkdir -p "$out"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
-fi
-export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
-nvidia-smi -L | tee "$out/device.txt"
+source "$(dirname "$0")/_gpu_env.sh" "$@"
 python3 -m nyhopt info 2>&1 | tee -a "$out/device.txt"
 timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:randomly --timeout=120 -rfE 2>&1 | tail -60 | tee "$out/gpu_tests.txt"
 timeout 60 python3 asv_bench/gpu_interop.py 2>&1 | tee "$out/interop.txt"
