@@ -18,4 +18,4 @@ done
 unset CUPY_CACHE_DIR
 timeout 100 python3 asv_bench/gpu_report.py fused 2>&1 | tee "$out/fused.txt"
 timeout 60 python3 asv_bench/gpu_report.py exact28 2>&1 | tee "$out/exact28.txt"
-timeout 170 python3 asv_bench/gpu_report.py higgs 25 2>&1 | tee "$out/higgs.txt"
+timeout 180 python3 asv_bench/gpu_report.py higgs 20 2>&1 | tee "$out/higgs.txt"

@@ -21,7 +21,8 @@ one line per case (median of ``repeat`` synchronized runs after one warm-up):
 * issue #11's headline (mode ``higgs``, not in the full run): Adam steps of
   ``stoch-prop`` at the HIGGS size (n = 10^7 or the largest that fits, d = 28,
   m = 5000, float32, one lengthscale 4, lambda0 = 1/n, t = 20, tol 1e-3,
-  maxiter 100, lr 0.05) for each route -- streaming, the Gram matrix
+  maxiter 100, lr 0.05) for each route -- streaming (with the previous or
+  the extrapolated warm start), the Gram matrix
   (``gram=True``), the fused products, the kernel held in float16 (where it
   fits) -- each for at most ``budget`` seconds, with the projection to 20
   steps from the mean of the warm steps and each step's objective value (the
@@ -187,6 +188,8 @@ def higgs_tuning(card, budget=120.0, steps=20):
     n = int(min(10_000_000, 0.6 * free / ((d + 1 + 6 * (t + 1)) * 4)) // 1000 * 1000)
     X, y = _synthetic_gpu(n, d, 1234, cp.float32)
     routes = (("streaming", dict(kernel_cache=False, gram=False), ""),
+              ("streaming, extrapolated warm start", dict(kernel_cache=False, gram=False, warm_start="extrapolate"),
+               ""),
               ("Gram matrix", dict(kernel_cache=False, gram=True), ""),
               ("fused products", dict(kernel_cache=False, gram=False), "exact"),
               ("kernel held in float16", dict(kernel_cache="float16", gram=False), ""),

@@ -389,6 +389,33 @@ def test_warm_start_state_is_explicit(rng):
     assert not other.last_solve.warm_started
 
 
+def test_extrapolated_warm_start(rng, monkeypatch):
+    """``warm_start="extrapolate"`` starts from 2 beta_k - beta_(k-1); the previous beta alone after a reset."""
+    X, y, params = problem(rng)
+    obj = StochasticProp(X, y, n_probes=5, random_state=0, tol=1e-8, warm_start="extrapolate")
+    starts, ends = [], []
+    solve = StochasticProp._falkon
+
+    def spy(self, kernel, Z, lam, W, beta0, *args):
+        res = solve(self, kernel, Z, lam, W, beta0, *args)
+        starts.append(None if beta0 is None else beta0.copy())
+        ends.append(res.beta.copy())
+        return res
+
+    monkeypatch.setattr(StochasticProp, "_falkon", spy)
+    for step in range(3):
+        obj.value(params.replace(log_penalty=params.log_penalty + 0.2 * step))
+    assert starts[0] is None
+    np.testing.assert_array_equal(starts[1], ends[0])
+    np.testing.assert_array_equal(starts[2], 2.0 * ends[1] - ends[0])
+    assert obj.last_solve.warm_started
+    obj.reset()
+    obj.value(params)
+    obj.value(params)
+    assert starts[3] is None
+    np.testing.assert_array_equal(starts[4], ends[3])  # the state before the reset is not used
+
+
 def test_seeded_and_deterministic(rng):
     X, y, params = problem(rng)
     a = StochasticProp(X, y, random_state=4, warm_start=False).value(params)
@@ -473,8 +500,10 @@ def test_bad_options_are_named(rng, kwargs, match):
     X, y, _ = problem(rng)
     with pytest.raises(ValueError, match=match):
         StochasticProp(X, y, **kwargs)
-    with pytest.raises(TypeError, match="warm_start"):
+    with pytest.raises(ValueError, match="warm_start"):
         StochasticProp(X, y, warm_start="yes")
+    with pytest.raises(TypeError, match="warm_start"):
+        StochasticProp(X, y, warm_start=None)
 
 
 def test_registry_builds_it_with_options(rng):
