@@ -94,3 +94,16 @@ def test_cache_budget_setting():
     for bad in (-1, 1.5, True, "1GB"):
         with pytest.raises(ValueError, match="cache budget"):
             nh.set_cache_budget(bad)
+
+
+def test_device_cache_budget_counts_the_memory_pool():
+    """On a GPU the default is half of the free memory, with the blocks CuPy's pool holds free."""
+    import types
+
+    fake = types.SimpleNamespace(
+        __name__="cupy",
+        cuda=types.SimpleNamespace(Device=lambda: types.SimpleNamespace(mem_info=(6 * 2**30, 80 * 2**30))),
+        get_default_memory_pool=lambda: types.SimpleNamespace(free_bytes=lambda: 10 * 2**30))
+    assert nh.get_cache_budget(fake) == 8 * 2**30  # the previous step's cache, freed to the pool, counts
+    with nh.cache_budget(5):
+        assert nh.get_cache_budget(fake) == 5

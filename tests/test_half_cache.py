@@ -172,3 +172,87 @@ def test_cupy_gram_of_a_held_float32_kernel_in_chunks(rng):
         got = CachedKernel(kernel, cp.asarray(X), cp.asarray(Z)).gram(cp.asarray(U))
     for g, w in zip(got, want):
         assert _relative(cp.asnumpy(g), w) < 1e-5
+
+
+# -- the GPU code path without a GPU ------------------------------------------------------------------
+class _HostArray:
+    """A NumPy array seen through the attributes the cuBLAS call uses (``data.ptr``, strides, ...)."""
+
+    def __init__(self, a):
+        self.a = a
+        self.shape, self.strides, self.itemsize, self.dtype = a.shape, a.strides, a.itemsize, a.dtype
+        self.data = type("Memory", (), {"ptr": a.ctypes.data})()
+
+    def fill(self, value):
+        self.a.fill(value)
+
+
+def _host_sgemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc):
+    """cuBLAS SgemmEx (column-major, host scalars) on host memory: C = alpha op(A) op(B) + beta C."""
+    import ctypes
+
+    from numpy.lib.stride_tricks import as_strided
+
+    types = {2: np.float16, 0: np.float32}
+
+    def view(ptr, dtype, rows, cols, ld):
+        dtype = np.dtype(dtype)
+        buf = np.ctypeslib.as_array((ctypes.c_char * (dtype.itemsize * (ld * (cols - 1) + rows))).from_address(ptr))
+        return as_strided(buf.view(dtype), shape=(rows, cols), strides=(dtype.itemsize, ld * dtype.itemsize))
+
+    assert (transa, transb) == (0, 0) and Ctype == 0
+    assert lda >= m and ldb >= k and ldc >= m
+    a, b = view(A, types[Atype], m, k, lda), view(B, types[Btype], k, n, ldb)
+    c = view(C, np.float32, m, n, ldc)
+    one = np.ctypeslib.as_array((ctypes.c_float * 1).from_address(alpha))[0]
+    zero = np.ctypeslib.as_array((ctypes.c_float * 1).from_address(beta))[0]
+    product = one * (a.astype(np.float64) @ b.astype(np.float64))
+    c[...] = product if zero == 0 else product + zero * c  # beta = 0: C is not read (BLAS convention)
+
+
+def test_the_cublas_call_against_a_host_model_of_sgemm_ex(rng, monkeypatch):
+    """Argument order, leading dimensions and the row-major/column-major swap of ``_cublas_half_matmul``."""
+    import sys
+    import types
+
+    calls = []
+    cublas = types.SimpleNamespace(
+        CUBLAS_OP_N=0, CUBLAS_POINTER_MODE_HOST=0, setStream=lambda h, s: None, getPointerMode=lambda h: 1,
+        setPointerMode=lambda h, mode: calls.append(mode),
+        sgemmEx=lambda *args: (calls.append("gemm"), _host_sgemm_ex(*args)))
+    runtime = types.SimpleNamespace(CUDA_R_16F=2, CUDA_R_32F=0)
+    fake_cupy = types.SimpleNamespace(
+        float32=np.float32, empty=lambda shape, dtype: _HostArray(np.empty(shape, dtype)),
+        ascontiguousarray=lambda x: _HostArray(np.ascontiguousarray(x.a)),
+        cuda=types.SimpleNamespace(device=types.SimpleNamespace(get_cublas_handle=lambda: 7),
+                                   get_current_stream=lambda: types.SimpleNamespace(ptr=0)))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.api", types.SimpleNamespace(runtime=runtime))
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs", types.SimpleNamespace(cublas=cublas))
+    Kt = rng.random((37, 3001)).astype(np.float16)
+    C = rng.standard_normal((2000, 6)).astype(np.float16)
+    Pt = rng.standard_normal((6, 37)).astype(np.float16)
+    cases = [(Pt, Kt), (Kt[:, 17:2017], C), (Pt, Kt[:, 5:1006]), (C.T, Kt.T[17:2017])]  # strided rows; a copy
+    for A, B in cases:
+        got = half._cublas_half_matmul(_HostArray(A), _HostArray(B))
+        want = A.astype(np.float64) @ B.astype(np.float64)
+        assert got.shape == want.shape and got.a.dtype == np.float32
+        np.testing.assert_allclose(got.a, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    assert calls.count("gemm") == len(cases) and calls[-1] == 1  # the pointer mode is restored
+
+
+def test_the_gpu_control_flow_of_the_cache_on_the_host(rng, monkeypatch):
+    """CachedKernel's CuPy branches (one range; the Gram matrix in chunks of the memory budget) on NumPy."""
+    X = rng.uniform(-1, 1, (5003, 3)).astype(np.float32)
+    Z, V, U = X[:29].copy(), rng.standard_normal((29, 3)).astype(np.float32), rng.standard_normal((5003, 2))
+    kernel = nh.GaussianKernel(0.9)
+    want = {s: CachedKernel(kernel, X, Z, storage=s) for s in (None, "float16")}
+    want = {s: [c.kmv(V), c.kmtv(U), *c.normal_matvec(V, U, kv=True), *c.gram(U)] for s, c in want.items()}
+    monkeypatch.setattr(cached, "is_cupy_namespace", lambda xp: True)
+    with nh.memory_budget(29 * 8 * 700):  # Gram chunks of 700 rows
+        for storage, ref in want.items():
+            ck = CachedKernel(kernel, X, Z, storage=storage)
+            got = [ck.kmv(V), ck.kmtv(U), *ck.normal_matvec(V, U, kv=True), *ck.gram(U)]
+            for g, w in zip(got, ref):
+                assert g.shape == w.shape
+                np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5 * np.abs(w).max())
