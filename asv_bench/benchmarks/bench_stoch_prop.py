@@ -17,6 +17,9 @@ Two kinds of step are timed:
 * ``cold ... kernel_cache``: ``kernel_cache=True, gram=False`` (K_nm held,
   32 MB here; every CG iteration two matrix products with it).
 
+``StochPropP2WarmStart`` counts the CG iterations along that trajectory
+with the previous solution (the default) or the extrapolated one as start.
+
 The default (``time_cold_step``) holds K_nm when it fits the cache budget and
 forms K_nm^T K_nm when that beats the CG passes (``nyhopt.ops.operator``);
 ``track_cold_passes`` counts its passes over the n x m kernel.
@@ -118,6 +121,33 @@ class StochPropP2:
         return self.obj.last_solve.iterations
 
     track_cold_iterations.unit = "CG iterations"
+
+
+class StochPropP2WarmStart:
+    """CG iterations along the P2 Adam trajectory, per warm start (``warm_start=True`` / ``"extrapolate"``)."""
+
+    timeout = 600
+    params = [True, "extrapolate"]
+    param_names = ["warm_start"]
+
+    def setup_cache(self):
+        X, y, theta = _problem(20000, 200)
+        return _trajectory(X, y, theta)
+
+    def setup(self, trajectory, warm_start):
+        X, y, _ = _problem(20000, 200)
+        self.obj = _objective(X, y, warm_start=warm_start)
+        self.obj.value_and_grad(trajectory[0])  # imports, compilation
+
+    def track_trajectory_iterations(self, trajectory, warm_start):
+        self.obj.reset()
+        total = 0
+        for params in trajectory:
+            self.obj.value_and_grad(params)
+            total += self.obj.last_solve.iterations
+        return total
+
+    track_trajectory_iterations.unit = "CG iterations"
 
 
 class StochPropP2Float32:
