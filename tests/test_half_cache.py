@@ -68,6 +68,8 @@ def test_storage_is_checked(rng):
         KernelOperator(nh.GaussianKernel(1.0), X, X[:5], cache="float16")
     with pytest.raises(ValueError, match="kernel_cache"):
         nh.make_objective("stoch-prop", X, np.sin(X[:, 0]), kernel_cache="bfloat16")
+    with pytest.raises(ValueError, match="kernel_cache='float16' needs float32 data, got float64"):
+        nh.make_objective("stoch-prop", X, np.sin(X[:, 0]), kernel_cache="float16")  # at once, not at a step
 
 
 def test_the_auto_policy(monkeypatch):

@@ -457,6 +457,9 @@ class StochasticProp(Objective):
         self._set_options(n_probes, probes, trace_estimator, effective_dimension_estimator, sketch_size,
                           n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, kernel_cache,
                           gram)
+        if self.kernel_cache == "float16" and self.X.dtype != np.float32:
+            raise ValueError(f"kernel_cache='float16' needs float32 data, got {self.X.dtype.name} "
+                             "(pass dtype='float32' or cast X)")
 
         # Everything random comes from one seed through counter-based streams (_trace.probe_rows):
         # the same probes and rows for any chunking of the data (the Dask path draws them per block).
