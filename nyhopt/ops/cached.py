@@ -35,8 +35,7 @@ import numpy as np
 from .._config import block_rows, cache_fits
 from .._parallel import map_ranges, min_rows, sum_ranges
 from ..backend import get_namespace, is_cupy_namespace
-from . import _operand, kernel_matrix
-from . import half
+from . import _operand, half, kernel_matrix
 from .gram import RANGE_ROWS
 
 __all__ = ["CachedKernel", "CACHE_POLICIES", "check_cache_policy", "cache_storage"]
@@ -48,7 +47,7 @@ CACHE_POLICIES = ("auto", True, False, "float16")
 def check_cache_policy(value, name):
     """``value`` as one of :data:`CACHE_POLICIES` (bools normalized), or a clear error naming ``name``."""
     if isinstance(value, str):
-        if value not in ("auto", "float16"):
+        if value not in CACHE_POLICIES:
             raise ValueError(f"{name} must be 'auto', 'float16', True or False, got {value!r}")
         return value
     if not isinstance(value, (bool, np.bool_)):
