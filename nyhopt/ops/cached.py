@@ -118,19 +118,20 @@ class CachedKernel:
         self.xp = xp = get_namespace(X, Z)
         self.dtype = np.dtype(X.dtype)
         Z = xp.asarray(Z).astype(X.dtype, copy=False)
-        storage = self.dtype if storage is None else np.dtype(storage)
-        if storage == self.dtype:
-            self._half = False
+        self.storage = self.dtype if storage is None else np.dtype(storage)
+        if self.storage == self.dtype:
             # Stored as K^T (m, n), C-ordered: the products below then have their best BLAS layouts.
             self.Kt = kernel_matrix(kernel, Z, X)
-        elif storage == half.STORAGE and self.dtype == np.float32:
-            self._half = True
+        elif self.storage == half.STORAGE and self.dtype == np.float32:
             self.Kt = self._evaluate_half(kernel, X, Z)
         else:
-            raise ValueError(f"storage must be the data dtype or float16 for float32 data; got {storage.name} "
-                             f"for {self.dtype.name} data")
-        self.storage = np.dtype(self.Kt.dtype)
+            raise ValueError(f"storage must be the data dtype or float16 for float32 data; got "
+                             f"{self.storage.name} for {self.dtype.name} data")
         self.nbytes = int(self.Kt.nbytes)
+
+    @property
+    def _half(self):
+        return self.storage != self.dtype
 
     def _evaluate_half(self, kernel, X, Z):
         """:math:`K^T` in float16, evaluated in float32 row blocks (no float32 ``n x m`` array)."""
