@@ -18,7 +18,7 @@ import pytest
 import nyhopt as nh
 from nyhopt import ops
 from nyhopt._parallel import pool_phase
-from nyhopt.objectives import _exact
+from nyhopt.objectives import _exact, holdout
 from nyhopt.objectives._base import params_gradient
 from nyhopt.ops import _numba
 
@@ -173,16 +173,19 @@ def test_gram_with_weights(rng):
     close(_exact.gram(A, np, weights=w), (A * w) @ A.T, 1e-14)
 
 
-@pytest.mark.parametrize("name", ["loocv", "gcv", "creg", "sgpr", "prop"])
+@pytest.mark.parametrize("name", ["holdout", "loocv", "gcv", "creg", "sgpr", "prop"])
 def test_objectives_factored_gradient_equals_dense(rng, name, monkeypatch):
-    """The factored cotangent gives the gradient of the dense one (float64, 1e-12)."""
+    """The factored cotangent and the kept kernel matrices give the gradient of the dense path (1e-12)."""
     X = rng.normal(size=(1500, 3))
     y = np.c_[np.sin(X[:, 0]), X[:, 1] ** 2] + 0.1 * rng.normal(size=(1500, 2))
     obj = nh.make_objective(name, X, y, kernel="gaussian")
     params = nh.Params.from_natural(1e-3, [0.8, 1.2, 1.0], X[:30])
     value, grad = obj.value_and_grad(params)
+    ev = obj._evaluate(obj._context(params, frozenset(("lengthscale",)), True))
+    assert all(block.KT is not None for block in ev.cotangents.nm)  # every block reads its kept k(Z, X_b)
     monkeypatch.setattr(_exact.CotangentBuilder, "cotangent_factored", _exact.CotangentBuilder.cotangent_nm)
     monkeypatch.setattr(_exact, "kernel_reused", lambda kernel, xp: False)
+    monkeypatch.setattr(holdout, "kernel_reused", lambda kernel, xp: False)
     value2, grad2 = obj.value_and_grad(params)
     assert value == value2
     for a, b in zip(grad, grad2):

@@ -136,7 +136,7 @@ class KernelCotangent(NamedTuple):
     products : tuple of ``(B (n_b, r), u (n_b,) or None, V (r, m))``, default ()
     KT : array (m, n_b) or None
         ``k(Z, X_b)`` if the objective kept it (read instead of evaluating
-        the kernel again); only with ``products``.
+        the kernel again), with ``products`` or ``P, Q``.
     """
 
     X: object
@@ -281,7 +281,7 @@ def params_gradient(kernel, Z, cotangents, params, wrt=WRT_ALL, xp=np) -> Params
         for block in cotangents.nm:
             if block.G is not None:
                 kg = adjoint_dense(kernel, block.X, Z, block.G, wrt=kwrt)
-            elif block.products:
+            elif block.products or block.KT is not None:
                 kg = adjoint_factored(kernel, block.X, Z, block.products, block.P, block.Q, KT=block.KT, wrt=kwrt)
             else:
                 kg = adjoint_lowrank(kernel, block.X, Z, block.P, block.Q, wrt=kwrt)

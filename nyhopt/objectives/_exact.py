@@ -568,7 +568,8 @@ class CotangentBuilder:
         matrix kept by :func:`factorize` (:attr:`Factors.KT`) when there is one.
         """
         if self.W is None and not self.products:
-            return self.cotangent_nm(X)
+            kc = self.cotangent_nm(X)  # low rank
+            return kc if self.fac.KT is None else kc._replace(KT=self.fac.KT)
         At = self.fac.At
         W = self.dense_W()
         P, Q = self._thin_pair(At.dtype)
