@@ -35,7 +35,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .._blas import gemm_update, potrf, trsm
-from .._parallel import map_ranges, min_rows
+from .._config import block_rows
+from .._parallel import active_workers, map_ranges, min_rows
 from ..backend import is_cupy_namespace
 from ..errors import IllConditionedError
 from ..ops import kernel_matrix
@@ -543,16 +544,19 @@ class CotangentBuilder:
         P, Q = self._thin_pair(At.dtype)
         prods = self._products(At.dtype)
         G = xp.empty((At.shape[0], Wd.shape[1]), dtype=At.dtype)
+        step = block_rows(At.shape[0], Wd.shape[1], G.dtype.itemsize, n_temps=max(1, active_workers()))
 
         def rows(lo, hi):  # row ranges on the worker pool in a pool phase
             xp.matmul(At[lo:hi], Wd, out=G[lo:hi])
             if P is not None:
                 add_outer(G[lo:hi], P[lo:hi], Q, xp)
-            for B, u, V in prods:
-                part = B[lo:hi] @ V
-                if u is not None:
-                    part *= u[lo:hi, None]
-                G[lo:hi] += part
+            for B, u, V in prods:  # in row blocks: no further n x m temporary
+                for start in range(lo, hi, step):
+                    sl = slice(start, min(start + step, hi))
+                    part = B[sl] @ V
+                    if u is not None:
+                        part *= u[sl, None]
+                    G[sl] += part
 
         if is_cupy_namespace(xp):
             rows(0, At.shape[0])
