@@ -20,7 +20,7 @@ from nyhopt import ops
 from nyhopt._parallel import pool_phase
 from nyhopt.objectives import _exact, holdout
 from nyhopt.objectives._base import params_gradient
-from nyhopt.ops import _numba
+from nyhopt.ops import _factored
 
 KINDS = ["gaussian", "laplacian", "matern32", "matern52"]
 
@@ -115,7 +115,7 @@ def test_adjoint_factored_float32(rng):
     n, m = 900, 17
     kernel, X, Z = problem(rng, n, m, dtype=np.float32)
     prods, P, Q, _ = factors(rng, n, m, np.float32)
-    G32 = _numba.factored_matrix(prods, P, Q, n, m, np.dtype(np.float32))
+    G32 = _factored.factored_matrix(prods, P, Q, n, m, np.dtype(np.float32))
     KT = ops.kernel_matrix(kernel, Z, X)
     want = ops.adjoint_dense(kernel, X, Z, G32)
     for kt in (None, KT):

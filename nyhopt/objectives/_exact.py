@@ -15,14 +15,21 @@ Every cotangent on :math:`K` produced here has the form
 :math:`G_{nm} = A^T W + \\sum_k P_k Q_k^T` with :math:`W` (m x m) and thin
 :math:`P_k` (n x p): because :math:`K = A^T L^T`, a product :math:`K V`
 is :math:`A^T (L^T V)`.  :class:`CotangentBuilder` accumulates :math:`W`,
-the thin pairs, :math:`G_{mm}` and :math:`g_\\lambda`, and forms
-:math:`G_{nm}` with a single ``n x m x m`` product at the end.
+the thin pairs, :math:`G_{mm}` and :math:`g_\\lambda`.  On the CPU it hands
+:math:`G_{nm}` to the kernel adjoint in this factored form
+(:func:`nyhopt.ops.adjoint_factored`), which forms and contracts it one
+block of rows at a time, so it is never stored; on the GPU it is formed
+with a single ``n x m x m`` product.
 
 Cost: one ``n x m`` kernel matrix, one triangular solve for :math:`A`
-(:math:`n m^2`), one Gram product :math:`S` (:math:`n m^2`), one product
-:math:`A^T W` for the gradient (:math:`n m^2`); everything else is
-:math:`O(m^3 + n m p)`.  Memory: :math:`K` is overwritten by :math:`A`, so
-at most two ``n x m`` arrays exist (:math:`A` and :math:`G_{nm}`).
+(:math:`n m^2` flops), one Gram product :math:`S` (:math:`n m^2`, a
+symmetric rank-k update), one product :math:`A^T W` for the gradient
+(:math:`2 n m^2`); everything else is :math:`O(m^3 + n m (p + d))`
+(``docs/performance-ops.md`` has the account per objective).  Memory: for
+a value, :math:`K^T` is overwritten by :math:`A`; for a gradient with the
+Gaussian kernel :math:`K^T` is kept (:attr:`Factors.KT`, read by the
+adjoint instead of evaluating the kernel again), so two ``n x m`` arrays
+exist (:math:`A` and :math:`K^T`; on the GPU :math:`A` and :math:`G_{nm}`).
 
 Precision: ``n x m`` arrays keep the data dtype; everything ``m x m``
 (:math:`L`, :math:`S`, :math:`C`, :math:`W`, :math:`G_{mm}`) and all

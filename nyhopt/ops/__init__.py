@@ -13,6 +13,9 @@ Inside a ``"pool"`` phase (:mod:`nyhopt._threads`, the exact objectives) the
 kernel matrix, ``kmv`` and the adjoints cut the rows of ``X`` into ranges
 that run on nyhopt's worker threads; ``kmtv`` and ``normal_matvec`` are not
 split, so that their float32 results keep a single float64 accumulation.
+:func:`adjoint_factored` contracts a cotangent given as products (that of
+the exact objectives) block by block without forming it
+(:mod:`nyhopt.ops._factored`).
 :mod:`nyhopt.ops.cached` holds the kernel matrix for repeated products.
 """
 from __future__ import annotations
@@ -287,7 +290,7 @@ def adjoint_factored(kernel, X, Z, products=(), P=None, Q=None, *, KT=None, wrt=
         raise ValueError(f"KT must have shape {(m, n)}, got {tuple(KT.shape)}")
     wrt = tuple(wrt)
     if not is_cupy_namespace(xp) and CPU_IMPL["adjoint_dense"] == "numba":
-        from . import _numba
+        from . import _factored
 
-        return _numba.adjoint_factored(kernel, X, Z, prods, P, Q, ell, xp, wrt=wrt, KT=KT)
+        return _factored.adjoint_factored(kernel, X, Z, prods, P, Q, ell, xp, wrt=wrt, KT=KT)
     return adjoint_dense(kernel, X, Z, _factored_dense(prods, P, Q, xp), wrt=wrt)
