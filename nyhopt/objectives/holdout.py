@@ -106,7 +106,9 @@ class Holdout(Objective):
         xp = self.xp
         fac = factorize(ctx.kernel, self._Xt, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad)
         f = fit(fac, self._Yt, xp)
-        KvT = kernel_matrix(ctx.kernel, ctx.Z, self._Xv)  # k(Z, X_v) (m, n_val)
+        # K_v^T = k(Z, X_v) (m, n_val); computed in that order when the adjoint reads it again
+        keep = ctx.need_grad and kernel_reused(ctx.kernel, xp)
+        KvT = kernel_matrix(ctx.kernel, ctx.Z, self._Xv) if keep else kernel_matrix(ctx.kernel, self._Xv, ctx.Z).T
         Rv = self._Yv - KvT.T @ f.alpha.astype(KvT.dtype)
         c = 1.0 / (self.n_val * self.p)
         terms = {"validation_error": _sumsq(Rv, xp) * c}
@@ -114,7 +116,6 @@ class Holdout(Objective):
             return Evaluation(terms)
         b = CotangentBuilder(fac, self._Yt, f, xp)
         b.add_alpha_vjp(tri_solve(fac.L, (KvT @ Rv).astype(xp.float64), xp), -2.0 * c)
-        keep = kernel_reused(ctx.kernel, xp)  # the adjoint reads k(Z, X_v) instead of evaluating it again
         val = KernelCotangent(self._Xv, P=Rv, Q=((-2.0 * c) * f.alpha).astype(Rv.dtype), KT=KvT if keep else None)
         del KvT
         return Evaluation(terms, b.cotangents(self._Xt, extra_nm=(val,)))
