@@ -1,0 +1,179 @@
+"""The tensor-core Gram matrix (:mod:`nyhopt.ops.gram16`) against float64.
+
+On the host the route runs with NumPy (float16 parts, float32 products with
+IEEE sums per row block, float64 across blocks): the emulation of its
+numerics.  A model of the tensor cores' accumulation (sums of 16 products
+truncated to float32 at each step, the behaviour the GPU measurements point
+to) shows why the products run over short row blocks.  The ``gpu`` tests
+repeat the comparison on a device.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nyhopt as nh
+from nyhopt.ops import _reference, gram as gram_mod
+from nyhopt.ops.gram16 import BLOCK_ROWS, FOLD, gram_matrix16, split_block
+
+KINDS = ["gaussian", "laplacian", "matern32", "matern52"]
+
+
+def problem(kind, d, n=2345, m=77, k=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.5, 1.5, (n, d)).astype(np.float32)
+    Z = X[rng.permutation(n)[:m]].copy()
+    U = rng.standard_normal((n, k)).astype(np.float32)
+    kernel = nh.make_kernel(kind, np.sqrt(d) * np.linspace(0.8, 1.6, d))
+    return kernel, X, Z, U
+
+
+def reference(kernel, X, Z, U):
+    """``K^T K`` and ``K^T U`` in float64 from the float32 kernel values (what the route holds to 2^-22)."""
+    ell = kernel.lengthscale_array(X.shape[1])
+    K = _reference.kernel_matrix(kernel, X, Z, ell, np).astype(np.float64)
+    return K.T @ K, K.T @ U.astype(np.float64)
+
+
+def rel(a, b):
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+@pytest.mark.parametrize("d", [1, 3, 28, 64])
+@pytest.mark.parametrize("kind", KINDS)
+def test_emulated_route_is_as_accurate_as_float32(kind, d):
+    """n = 2345, m = 77: neither a multiple of the block (300) nor of the fold (3)."""
+    kernel, X, Z, U = problem(kind, d)
+    G64, KU64 = reference(kernel, X, Z, U)
+    G, KtU = gram_matrix16(kernel, X, Z, U, block=300, fold=3)
+    assert G.dtype == np.float64 and KtU.dtype == np.float64 and KtU.shape == (77, 3)
+    np.testing.assert_array_equal(G, G.T)
+    assert rel(G, G64) < 1e-6
+    assert rel(KtU, KU64) < 2e-6
+    G1, Ku1 = gram_matrix16(kernel, X, Z, U[:, 0], block=300, fold=3)
+    assert Ku1.shape == (77,)
+    np.testing.assert_allclose(Ku1, KtU[:, 0], rtol=1e-12, atol=0)
+
+
+def test_the_split_removes_the_rounding_to_16_bits():
+    """One float16 part rounds K: its diagonal gains sum(delta^2) > 0, the split does not."""
+    kernel, X, Z, U = problem("gaussian", 3, n=6000, m=40)
+    G64, _ = reference(kernel, X, Z, U)
+    G1, _ = gram_matrix16(kernel, X, Z, block=500, split=False)
+    G2, _ = gram_matrix16(kernel, X, Z, block=500)
+    assert rel(G1, G64) > 30 * rel(G2, G64)
+    ell = kernel.lengthscale_array(3)
+    K = _reference.kernel_matrix(kernel, X, Z, ell, np).astype(np.float64)
+    delta = K.astype(np.float16).astype(np.float64) - K
+    bias = (delta * delta).sum(0)  # the diagonal bias of the rounded matrix
+    assert np.all(bias > 0)
+    np.testing.assert_allclose(np.diag(G1 - G64), 2 * (K * delta).sum(0) + bias, rtol=1e-3,
+                               atol=1e-5 * np.abs(np.diag(G64)).max())
+
+
+def test_fold_and_block_do_not_change_the_sums_beyond_float32():
+    kernel, X, Z, U = problem("matern52", 5, n=3001, m=60)
+    ref, refu = gram_matrix16(kernel, X, Z, U, block=3001, fold=1)
+    for block, fold in [(1, 1), (64, 7), (1000, 2), (BLOCK_ROWS, FOLD)]:
+        G, KtU = gram_matrix16(kernel, X, Z, U, block=block, fold=fold)
+        assert rel(G, ref) < 1e-6 and rel(KtU, refu) < 1e-6
+
+
+def test_arguments_are_checked_and_inputs_kept():
+    kernel, X, Z, U = problem("gaussian", 2, n=100, m=10)
+    with pytest.raises(TypeError, match="float32"):
+        gram_matrix16(kernel, X.astype(np.float64), Z)
+    with pytest.raises(ValueError, match="block and fold"):
+        gram_matrix16(kernel, X, Z, block=0)
+    with pytest.raises(ValueError, match="U must have"):
+        gram_matrix16(kernel, X, Z, U[:50])
+    saved = [a.copy() for a in (X, Z, U)]
+    gram_matrix16(kernel, X, Z, U)
+    for a, b in zip((X, Z, U), saved):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_split_block_parts():
+    K = np.array([[1.0, 0.5, 1e-3, 1e-9], [0.1, 0.7, 0.3333, 0.0]], dtype=np.float32)
+    HL = split_block(K, np)
+    assert HL.dtype == np.float16 and HL.shape == (2, 8)
+    back = HL[:, :4].astype(np.float64) + HL[:, 4:].astype(np.float64) / 2048
+    np.testing.assert_allclose(back, K, rtol=2.0**-21, atol=2.0**-35)  # float16 subnormals: absolute 2^-25 / 2048
+    np.testing.assert_array_equal(split_block(K, np, split=False), K.astype(np.float16))
+
+
+# -------------------------------------------------- a model of the tensor cores
+def _truncate32(s):
+    """Round float64 ``s`` to float32 toward zero."""
+    f = s.astype(np.float32)
+    over = np.abs(f.astype(np.float64)) > np.abs(s)
+    f[over] = np.nextafter(f[over], np.float32(0))
+    return f
+
+
+def tensor_core_matmul(A, B, C, beta, xp, k_step=16):
+    """``C = A^T B + beta C``: each step adds 16 exact products to a float32 accumulator, truncated.
+
+    The epilogue ``+ beta C`` rounds to nearest (IEEE float32), as cuBLAS's does.
+    """
+    acc = np.zeros((A.shape[1], B.shape[1]), dtype=np.float32)
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    for lo in range(0, A.shape[0], k_step):
+        acc = _truncate32(acc.astype(np.float64) + A64[lo:lo + k_step].T @ B64[lo:lo + k_step])
+    C[...] = acc + (C if beta else np.float32(0))
+    return C
+
+
+def test_truncated_accumulation_grows_with_the_block_length():
+    """Why short blocks: one long sum loses ~n/16 truncations; blocks of 64 rows stay below 1e-6."""
+    kernel, X, Z, U = problem("gaussian", 28, n=8192, m=24)
+    G64, KU64 = reference(kernel, X, Z, U)
+    errors = {}
+    for block in (64, 512, 8192):
+        G, KtU = gram_matrix16(kernel, X, Z, U, block=block, fold=4, matmul=tensor_core_matmul)
+        errors[block] = rel(G, G64)
+    assert errors[64] < 1e-6 < errors[8192]
+    assert errors[64] < errors[512] < errors[8192]
+    assert 4 < errors[8192] / errors[512] < 40  # about linear in the length (8192 / 512 = 16)
+
+
+def test_gram_matrix_dispatches_float32_on_a_gpu(monkeypatch):
+    """``gram_matrix`` takes the tensor-core route for float32 CuPy data (here: NumPy standing in)."""
+    kernel, X, Z, U = problem("gaussian", 3, n=500, m=20)
+    calls = []
+    import nyhopt.ops.gram16 as g16
+
+    real = g16.gram_matrix16
+    monkeypatch.setattr(g16, "gram_matrix16", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(gram_mod, "is_cupy_namespace", lambda xp: True)
+    G, KtU = gram_mod.gram_matrix(kernel, X, Z, U)
+    assert calls == [1]
+    monkeypatch.setattr(gram_mod, "TENSOR_CORES", False)
+    gram_mod.gram_matrix(kernel, X, Z, U)
+    gram_mod.gram_matrix(kernel, X.astype(np.float64), Z.astype(np.float64), U)
+    assert calls == [1]
+
+
+# ----------------------------------------------------------------- on a device
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [1, 3, 28, 64])
+@pytest.mark.parametrize("kind", KINDS)
+def test_tensor_core_gram_on_gpu(kind, d):
+    """n = 5011, m = 301: the default route against float64 (the bound leaves room for the hardware's sums)."""
+    cp = pytest.importorskip("cupy")
+    kernel, X, Z, U = problem(kind, d, n=5011, m=301, k=5)
+    G, KtU = gram_mod.gram_matrix(kernel, cp.asarray(X), cp.asarray(Z), cp.asarray(U))
+    G64, KU64 = reference(kernel, X, Z, U)
+    G, KtU = cp.asnumpy(G), cp.asnumpy(KtU)
+    np.testing.assert_array_equal(G, G.T)
+    assert rel(G, G64) < 2e-5 and rel(KtU, KU64) < 2e-5
+
+
+@pytest.mark.gpu
+def test_tensor_core_gram_short_blocks_on_gpu():
+    """Shorter blocks are at least as accurate: 128 rows within 5e-6."""
+    cp = pytest.importorskip("cupy")
+    kernel, X, Z, U = problem("gaussian", 28, n=40_003, m=500)
+    G64, _ = reference(kernel, X, Z, U)
+    G, _ = gram_matrix16(kernel, cp.asarray(X), cp.asarray(Z), block=128, fold=8)
+    assert rel(cp.asnumpy(G), G64) < 5e-6
