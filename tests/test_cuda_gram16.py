@@ -177,3 +177,107 @@ def test_tensor_core_gram_short_blocks_on_gpu():
     G64, _ = reference(kernel, X, Z, U)
     G, _ = gram_matrix16(kernel, cp.asarray(X), cp.asarray(Z), block=128, fold=8)
     assert rel(cp.asnumpy(G), G64) < 5e-6
+
+
+# ------------------------------------------- the cuBLAS call, against a host model
+class _HostArray:
+    """A NumPy array seen through the attributes the cuBLAS call uses."""
+
+    def __init__(self, a):
+        self.a = a
+        self.shape, self.strides, self.itemsize, self.dtype = a.shape, a.strides, a.itemsize, a.dtype
+        self.data = type("Memory", (), {"ptr": a.ctypes.data})()
+
+
+def _host_sgemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc):
+    """cuBLAS SgemmEx (column-major, host scalars) on host memory: C = alpha op(A) op(B) + beta C."""
+    import ctypes
+
+    from numpy.lib.stride_tricks import as_strided
+
+    types_ = {2: np.float16, 0: np.float32}
+
+    def view(ptr, dtype, rows, cols, ld):
+        dtype = np.dtype(dtype)
+        buf = np.ctypeslib.as_array((ctypes.c_char * (dtype.itemsize * (ld * (cols - 1) + rows))).from_address(ptr))
+        return as_strided(buf.view(dtype), shape=(rows, cols), strides=(dtype.itemsize, ld * dtype.itemsize))
+
+    assert Ctype == 0 and ldc >= m
+    ar, ac = (m, k) if transa == 0 else (k, m)
+    br, bc = (k, n) if transb == 0 else (n, k)
+    assert lda >= ar and ldb >= br
+    a, b = view(A, types_[Atype], ar, ac, lda), view(B, types_[Btype], br, bc, ldb)
+    a = a if transa == 0 else a.T
+    b = b if transb == 0 else b.T
+    c = view(C, np.float32, m, n, ldc)
+    one = np.ctypeslib.as_array((ctypes.c_float * 1).from_address(alpha))[0]
+    bet = np.ctypeslib.as_array((ctypes.c_float * 1).from_address(beta))[0]
+    product = one * (a.astype(np.float64) @ b.astype(np.float64))
+    c[...] = product if bet == 0 else product + bet * c
+
+
+def test_the_transposed_cublas_call_against_a_host_model(monkeypatch):
+    """``_cublas_tn``: C = A^T B (+ C) for row blocks of ``[H | L]`` with row stride 2m, beta 0 and 1."""
+    import sys
+    import types
+
+    from nyhopt.ops import gram16
+
+    calls = []
+    cublas = types.SimpleNamespace(
+        CUBLAS_OP_N=0, CUBLAS_OP_T=1, CUBLAS_POINTER_MODE_HOST=0, setStream=lambda h, s: None,
+        getPointerMode=lambda h: 1, setPointerMode=lambda h, mode: calls.append(mode),
+        sgemmEx=lambda *args: (calls.append("gemm"), _host_sgemm_ex(*args)))
+    runtime = types.SimpleNamespace(CUDA_R_16F=2, CUDA_R_32F=0)
+    fake_cupy = types.SimpleNamespace(
+        cuda=types.SimpleNamespace(device=types.SimpleNamespace(get_cublas_handle=lambda: 7),
+                                   get_current_stream=lambda: types.SimpleNamespace(ptr=0)))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.api", types.SimpleNamespace(runtime=runtime))
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs", types.SimpleNamespace(cublas=cublas))
+    rng = np.random.default_rng(3)
+    m, rows = 23, 300
+    HL = rng.random((rows, 2 * m)).astype(np.float16)
+    Q = rng.standard_normal((rows, 6)).astype(np.float16)
+    C = np.zeros((2 * m, m), dtype=np.float32)
+    gram16._cublas_tn(_HostArray(HL[40:170]), _HostArray(HL[40:170, :m]), _HostArray(C), 0.0)
+    want = HL[40:170].astype(np.float64).T @ HL[40:170, :m].astype(np.float64)
+    np.testing.assert_allclose(C, want, rtol=1e-5)
+    gram16._cublas_tn(_HostArray(HL[170:]), _HostArray(HL[170:, :m]), _HostArray(C), 1.0)
+    want += HL[170:].astype(np.float64).T @ HL[170:, :m].astype(np.float64)
+    np.testing.assert_allclose(C, want, rtol=1e-5)
+    CQ = np.full((2 * m, 6), np.nan, dtype=np.float32)  # beta = 0 never reads C
+    gram16._cublas_tn(_HostArray(HL[:99]), _HostArray(Q[:99]), _HostArray(CQ), 0.0)
+    np.testing.assert_allclose(CQ, HL[:99].astype(np.float64).T @ Q[:99].astype(np.float64), rtol=1e-5, atol=1e-4)
+    assert calls.count("gemm") == 3 and calls[-1] == 1  # the pointer mode is restored
+
+
+def test_the_gpu_control_flow_on_the_host(monkeypatch):
+    """``gram_matrix16``'s CuPy branch (float16 parts written into reused chunk buffers) on NumPy."""
+    from nyhopt.ops import _cupy, gram16
+
+    kernel, X, Z, U = problem("matern32", 4, n=3001, m=37)
+    want = gram_matrix16(kernel, X, Z, U, block=128, fold=3)
+    ell = kernel.lengthscale_array(4)
+    seen = []
+
+    class Points:
+        def block_half(self, sl, out, work):
+            assert out.dtype == np.float16 and out.shape[1] == 2 * Z.shape[0] and work.dtype == np.float32
+            seen.append((sl.start, sl.stop))
+            out[...] = split_block(_reference.kernel_matrix(kernel, X[sl], Z, ell, np), np)
+            return out
+
+    monkeypatch.setattr(_cupy, "kernel_block_half", lambda *args: Points())
+    monkeypatch.setattr(gram16, "is_cupy_namespace", lambda xp: True)
+    with nh.memory_budget(37 * 8 * 700):  # chunks of 640 rows: whole blocks of 128
+        got = gram_matrix16(kernel, X, Z, U, block=128, fold=3, matmul=_numpy_tn)
+    assert len(seen) > 3 and all((hi - lo) % 128 == 0 for lo, hi in seen[:-1]) and seen[-1][1] == 3001
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6 * np.abs(w).max())
+
+
+def _numpy_tn(A, B, C, beta, xp):
+    P = A.astype(np.float32).T @ B.astype(np.float32)
+    C[...] = P + C if beta else P
+    return C
