@@ -650,3 +650,15 @@ def test_cupy_half_blocks_on_emulated_kernels(emulated_cupy, kind):
     K = _cupy.kernel_matrix(kernel, X, Z, ell, np)[30:70]
     np.testing.assert_array_equal(got.view(np.uint16), split_block(K, np).view(np.uint16))
     assert [fn.source for fn in made][-1] == ("kernel_block" if kind == "laplacian" else "kernel_dot")
+
+
+def test_the_removed_fused_products_setting_is_an_error(monkeypatch):
+    """``NYHOPT_CUDA_FUSED`` switched on the removed SIMT products: now a clear error, off is fine."""
+    from nyhopt.ops import _cupy
+
+    for off in ("", "0", " 0 "):
+        _cupy._removed_fused_setting(off)
+    for on in ("1", "dot", "exact"):
+        with pytest.raises(ValueError, match="NYHOPT_CUDA_FUSED.*removed"):
+            _cupy._removed_fused_setting(on)
+    assert "fused_products" not in cc.SOURCES
