@@ -7,6 +7,7 @@ from nyhopt import ops
 from nyhopt._parallel import pool_phase, sum_ranges
 from nyhopt.ops.cached import CachedKernel
 from nyhopt.ops.gram import gram_matrix
+from nyhopt.ops import gram as gram_mod
 from nyhopt.ops.operator import GRAM_GAIN, KernelOperator, gram_pays
 
 KERNELS = [nh.GaussianKernel([0.7, 1.1, 0.9]), nh.LaplacianKernel(0.8), nh.MaternKernel(1.0, nu=1.5),
@@ -155,9 +156,25 @@ def test_operator_on_a_gpu_switches_to_g_by_the_cost_model(monkeypatch):
     X, Z = rng.normal(size=(300, 2)), rng.normal(size=(5000, 2))[:40]
     op = KernelOperator(nh.GaussianKernel(1.0), X, Z, cache=False)
     calls = []
-    monkeypatch.setattr(op_mod, "gram_pays", lambda m, k, p, xp: calls.append((m, k, p)) or p >= 3)
+    monkeypatch.setattr(op_mod, "gram_pays", lambda m, k, p, xp, **kw: calls.append((m, k, p, kw)) or p >= 3)
     V = rng.normal(size=(40, 2))
     for _ in range(5):
         op.normal_matvec(V)
-    assert calls[:4] == [(40, 2, 0), (40, 2, 1), (40, 2, 2), (40, 2, 3)]
+    kw = {"dtype": np.float64, "held": False}
+    assert calls[:4] == [(40, 2, 0, kw), (40, 2, 1, kw), (40, 2, 2, kw), (40, 2, 3, kw)]
     assert op.gram is not None and op.passes == 4  # 3 streamed, 1 Gram pass, then G V
+
+
+def test_gram_pays_on_a_gpu_with_float64_products(monkeypatch):
+    """Float64 data, a held kernel or tensor cores off: G costs float64 products (8 times more)."""
+    from nyhopt.ops import operator as op_mod
+
+    xp = _FakeCupy(free=80 * 2**30)
+    assert gram_pays(5000, 21, 4, xp)
+    assert not gram_pays(5000, 21, 4, xp, dtype=np.float64) and gram_pays(5000, 21, 23, xp, dtype=np.float64)
+    # held: a pass is its products alone (no evaluation), G the float64 products of the held matrix
+    p_held = op_mod.GPU_GRAM64_S * 1000 / (op_mod.GPU_PRODUCT_S * 21)
+    assert 10 < p_held < 15
+    assert not gram_pays(1000, 21, 10, xp, held=True) and gram_pays(1000, 21, 20, xp, held=True)
+    monkeypatch.setattr(gram_mod, "TENSOR_CORES", False)
+    assert not gram_pays(5000, 21, 4, xp)

@@ -58,10 +58,11 @@ from .._threads import cpu_threads
 from ..backend import get_namespace, is_cupy_namespace
 from . import kmtv, kmv, normal_matvec
 from .cached import CachedKernel, cache_storage
+from . import gram as _gram
 from .gram import gram_matrix
 
 __all__ = ["KernelOperator", "GRAM_GAIN", "gram_pays", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S",
-           "GPU_PRODUCT_S", "GPU_GRAM_BYTES"]
+           "GPU_GRAM64_S", "GPU_PRODUCT_S", "GPU_GRAM_BYTES"]
 
 #: Ratio of the machine's speed on the Gram matrix's rank updates to its speed on the
 #: skinny products of a streaming normal product, times 4 (their flop ratio):
@@ -78,6 +79,9 @@ GPU_EVAL_S = 8.0e-12
 #: n m^2 = 2.5e14), plus the float32 block sums (``2m x m`` read and written per 1024 rows at
 #: about 4 TB/s: an estimate of 0.3 s).
 GPU_GRAM_S = 7.0e-15
+#: The Gram matrix per :math:`n m^2` in float64 products (float64 data, a held kernel, or
+#: ``nyhopt.ops.gram.TENSOR_CORES`` off): 13.6 s for n m^2 = 2.5e14 (convert + DGEMM).
+GPU_GRAM64_S = 5.4e-14
 #: Skinny products of a streaming normal product per :math:`n m k` (0.22 s for k = 21 at n m = 5e10).
 GPU_PRODUCT_S = 2.1e-13
 #: Bytes per :math:`m^2` the GPU Gram route holds at once: float64 ``G``, its two float64 parts
@@ -96,24 +100,29 @@ def gram_fits_device(m, xp, free_bytes=None) -> bool:
     return GPU_GRAM_BYTES * m * m <= free // 2
 
 
-def gram_pays(m, k, products, xp=np, *, free_bytes=None) -> bool:
+def gram_pays(m, k, products, xp=np, *, dtype=np.float32, held=False, free_bytes=None) -> bool:
     """Whether forming :math:`K^T K` beats ``products`` normal products with ``k`` columns.
 
     CPU: ``m <= GRAM_GAIN * k * products`` (measured constant).  GPU: the
-    cost model of the module notes,
+    cost model of the module notes, per :math:`n m`,
 
     .. math::  p\,(e + c\,k) \ge e + a\,m,
 
-    with :math:`e` = :data:`GPU_EVAL_S`, :math:`c` = :data:`GPU_PRODUCT_S`,
-    :math:`a` = :data:`GPU_GRAM_S` (both sides per :math:`n m`), and only
-    when :func:`gram_fits_device` (``free_bytes``: the device's free memory,
-    read from CuPy when None).
+    with :math:`e` = :data:`GPU_EVAL_S` (0 when the kernel is ``held``: no
+    evaluation on either side), :math:`c` = :data:`GPU_PRODUCT_S`, and
+    :math:`a` = :data:`GPU_GRAM_S` for float32 data on tensor cores, else
+    :data:`GPU_GRAM64_S` (float64 data, a held kernel, or tensor cores off);
+    and only when :func:`gram_fits_device` (``free_bytes``: the device's free
+    memory, read from CuPy when None).
     """
     if not is_cupy_namespace(xp):
         return m <= GRAM_GAIN * k * products
     if not gram_fits_device(m, xp, free_bytes):
         return False
-    return products * (GPU_EVAL_S + GPU_PRODUCT_S * k) >= GPU_EVAL_S + GPU_GRAM_S * m
+    tensor_cores = _gram.TENSOR_CORES and np.dtype(dtype) == np.float32 and not held
+    a = GPU_GRAM_S if tensor_cores else GPU_GRAM64_S
+    e = 0.0 if held else GPU_EVAL_S
+    return products * (e + GPU_PRODUCT_S * k) >= e + a * m
 
 
 def _check_policy(value, name):
@@ -206,7 +215,7 @@ class KernelOperator:
             return False
         if self.gram_policy is True:
             return True
-        return gram_pays(self.Z.shape[0], k, self._streamed, self.xp)
+        return gram_pays(self.Z.shape[0], k, self._streamed, self.xp, dtype=self.X.dtype, held=self.cache is not None)
 
     def kmv(self, V):
         """:math:`K V`, (n, k) in the data dtype."""
