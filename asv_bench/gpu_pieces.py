@@ -141,12 +141,12 @@ def blocks(card):
     V = xp.asarray(np.random.default_rng(1).standard_normal((m, 21)).astype(np.float32))
     P = xp.asarray(np.random.default_rng(2).standard_normal((NB, 21)).astype(np.float32))
     timed("Falkon pass normal_matvec k=21 (default)", lambda: ops.normal_matvec(kern, X, Z, V))
-    saved = _cupy._uses_dot
+    saved = _cupy.DISTANCE_GEMM
     try:
-        _cupy._uses_dot = lambda kernel: False
+        _cupy.DISTANCE_GEMM = False
         timed("Falkon pass normal_matvec k=21 (previous kernel block)", lambda: ops.normal_matvec(kern, X, Z, V))
     finally:
-        _cupy._uses_dot = saved
+        _cupy.DISTANCE_GEMM = saved
     timed("gradient: adjoint_lowrank k=21 (SIMT nh_adjoint, unchanged)",
           lambda: ops.adjoint_lowrank(kern, X, Z, P, V, wrt=("lengthscale", "centers")))
     return res

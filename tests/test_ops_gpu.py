@@ -218,3 +218,12 @@ def test_block_products_inputs_are_not_modified(cp, rng):
     ops.kmtv(kernel, dev[0], dev[1], dev[3])
     for a, b in zip(dev, saved):
         assert bool((a == b).all())
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "matern32"])
+def test_block_products_with_the_coordinate_difference_kernel(cp, rng, kind, dtype, monkeypatch):
+    """``DISTANCE_GEMM = False``: every block from nh_kernel_block, the same products."""
+    from nyhopt.ops import _cupy
+
+    monkeypatch.setattr(_cupy, "DISTANCE_GEMM", False)
+    check_products(cp, *block_problem(rng, dtype, kind, 28, n=2311, m=139, k=21, ku=3), dtype)

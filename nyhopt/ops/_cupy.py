@@ -53,6 +53,7 @@ from . import _reference
 from ._cuda_compile import KINDS, get_function
 
 __all__ = [
+    "DISTANCE_GEMM",
     "FUSED_BLOCK_MAX_D",
     "FUSED_ADJOINT_MAX_D",
     "kernel_matrix",
@@ -90,9 +91,14 @@ def _fused(kernel, X, max_d):
     return kernel.kind in KINDS and X.shape[1] <= max_d
 
 
+#: Kernel blocks of the kinds that allow it from a distance GEMM plus ``nh_kernel_dot``
+#: (``False``: every block from the coordinate-difference kernel ``nh_kernel_block``).
+DISTANCE_GEMM = True
+
+
 def _uses_dot(kernel):
     """Whether blocks of ``kernel`` come from a GEMM plus ``nh_kernel_dot`` (see the module notes)."""
-    return kernel.kind in KINDS and not kernel.needs_exact_distances
+    return DISTANCE_GEMM and kernel.kind in KINDS and not kernel.needs_exact_distances
 
 
 def _scaled_inputs(X, Z, ell, xp):
