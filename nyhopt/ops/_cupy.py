@@ -216,7 +216,8 @@ def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False):
         out = xp.empty((X.shape[0], X.shape[0]), dtype=X.dtype)
         n = X.shape[0]
         if n:
-            get_function("kernel_block", X.dtype, kernel.kind)(_grid(n, n), _BLOCK, (Xs, Zt, out, _i32(n), _i32(n), _i32(X.shape[1])))
+            fn = get_function("kernel_block", X.dtype, kernel.kind)
+            fn(_grid(n, n), _BLOCK, (Xs, Zt, out, _i32(n), _i32(n), _i32(X.shape[1])))
         return out
     pts = _Points(kernel, X, Z, ell, xp)
     if not (pts.dot or pts.exact):

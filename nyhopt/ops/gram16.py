@@ -163,7 +163,9 @@ def accumulate_gram(HL, m, G2, C, Q=None, KtQ=None, *, block=BLOCK_ROWS, fold=FO
         if (i + 1) % fold == 0 or last:
             G2 += C
         if Q is not None:
-            cq = matmul(HL[lo:hi], Q[lo:hi], cq if cq is not None else xp.empty((HL.shape[1], Q.shape[1]), dtype=xp.float32), 0.0, xp)
+            if cq is None:
+                cq = xp.empty((HL.shape[1], Q.shape[1]), dtype=xp.float32)
+            matmul(HL[lo:hi], Q[lo:hi], cq, 0.0, xp)
             KtQ += cq
 
 
