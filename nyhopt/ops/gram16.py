@@ -32,12 +32,16 @@ make that product less accurate than float32, and this module removes both:
   float32), and each such sum is added into float64.
 
 Default block length, from the figures above (docs/solvers.md, "The Gram
-matrix on a GPU"): the error model gives about :math:`6.6 \cdot 10^{-6}` at
-1024 rows (the float32 SGEMM's order; 1e-6 would take about 160 rows), and
-the cost model -- 0.73 s per product pass at :math:`n = 10^7`, plus
-reading and writing the ``2m x m`` float32 sum per block at about 4 TB/s
--- keeps the two products of the split near 2 s.  The GPU report
-(``asv_bench/gpu_report.py gram``) sweeps the block length and measures both.
+matrix on a GPU").  Error: at the measured rate a block of :math:`L` rows
+is off by about :math:`6.4 \cdot 10^{-9} L`, 1.3e-5 at 2048 rows (1e-6
+would take about 160 rows).  Time at :math:`n = 10^7`, :math:`m = 5000`:
+the two products of the split take 1.46 s whatever :math:`L`, but each
+block also reads and writes its ``2m x m`` float32 sum (0.08 ms at about
+4.8 TB/s) and every :data:`FOLD` blocks that sum is added into float64
+(0.2 ms): 0.5 s at 2048 rows, 1.0 s at 1024, 4 s at 256.  2048 rows keep
+:math:`G` near 2 s with an error of the order of float32's; the GPU report
+(``asv_bench/gpu_report.py gram``) measures both over a sweep of the block
+length and fold, and prints the longest block within 1.5e-6.
 
 Right-hand sides :math:`K^T U` come from the same pass: ``U`` is split into
 float16 parts with a power-of-two scale per column (:func:`nyhopt.ops.half.split_half`),
@@ -72,9 +76,9 @@ from .half import join_half, split_half
 __all__ = ["BLOCK_ROWS", "FOLD", "SPLIT_SCALE", "gram_matrix16", "split_block", "accumulate_gram"]
 
 #: Rows per tensor-core product (see the module notes for the choice).
-BLOCK_ROWS = 1024
+BLOCK_ROWS = 2048
 #: Products summed in float32 by cuBLAS (``beta = 1``) before each float64 add.
-FOLD = 4
+FOLD = 8
 #: Scale of the low float16 part: ``K = H + L / SPLIT_SCALE``.
 SPLIT_SCALE = 2048.0
 
@@ -143,7 +147,8 @@ def accumulate_gram(HL, m, G2, C, Q=None, KtQ=None, *, block=BLOCK_ROWS, fold=FO
     G2 : array (2m or m, m), float64
         Receives :math:`[H, L]^T H` summed over the rows.
     C : array like ``G2``, float32
-        Work space of the float32 sums of ``fold`` products.
+        Work space of the float32 sums of ``fold`` products (the right-hand
+        sides' sums are folded the same way).
     Q : array (b, 2k), float16, optional
         Split right-hand sides of these rows (:func:`nyhopt.ops.half.split_half`).
     KtQ : array (2m or m, 2k), float64
@@ -155,18 +160,18 @@ def accumulate_gram(HL, m, G2, C, Q=None, KtQ=None, *, block=BLOCK_ROWS, fold=FO
     matmul = _matmul_tn if matmul is None else matmul
     b = HL.shape[0]
     H = HL[:, :m]
-    cq = None
+    cq = None if Q is None else xp.empty((HL.shape[1], Q.shape[1]), dtype=xp.float32)
     for i, lo in enumerate(range(0, b, block)):
         hi = min(b, lo + block)
-        last = hi == b
-        matmul(HL[lo:hi], H[lo:hi], C, 1.0 if i % fold else 0.0, xp)
-        if (i + 1) % fold == 0 or last:
-            G2 += C
+        beta = 1.0 if i % fold else 0.0
+        flush = (i + 1) % fold == 0 or hi == b
+        matmul(HL[lo:hi], H[lo:hi], C, beta, xp)
         if Q is not None:
-            if cq is None:
-                cq = xp.empty((HL.shape[1], Q.shape[1]), dtype=xp.float32)
-            matmul(HL[lo:hi], Q[lo:hi], cq, 0.0, xp)
-            KtQ += cq
+            matmul(HL[lo:hi], Q[lo:hi], cq, beta, xp)
+        if flush:
+            G2 += C
+            if Q is not None:
+                KtQ += cq
 
 
 def _finish(G2, KtQ, m, split, scale_u, k, xp):

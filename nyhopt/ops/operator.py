@@ -27,7 +27,7 @@ On a GPU the break-even comes from a cost model of the measured pieces
 :math:`G` (float32 data: float16 parts on tensor cores, :mod:`nyhopt.ops.gram16`)
 costs one kernel evaluation plus about ``GPU_GRAM_S * n m^2`` seconds, a
 streaming normal product one kernel evaluation plus its skinny products.
-At the HIGGS size (n = 1e7, m = 5000, k = 21, one H200) that is about 2.2 s
+At the HIGGS size (n = 1e7, m = 5000, k = 21, one H200) that is about 2.4 s
 against 0.6 s: :math:`G` pays from the fourth product.  The streaming route
 stays when :math:`G` and its work space (:data:`GPU_GRAM_BYTES` bytes per
 ``m^2``) do not fit in half the device's free memory.
@@ -76,9 +76,9 @@ GRAM_GAIN = 8.0
 #: Kernel evaluation per entry of ``K``: a distance GEMM plus one fused pass (0.40 s for n m = 5e10).
 GPU_EVAL_S = 8.0e-12
 #: The Gram matrix per :math:`n m^2`: two float16 tensor-core products (0.73 s each for
-#: n m^2 = 2.5e14), plus the float32 block sums (``2m x m`` read and written per 1024 rows at
-#: about 4 TB/s: an estimate of 0.3 s).
-GPU_GRAM_S = 7.0e-15
+#: n m^2 = 2.5e14), plus the float32 block sums (``2m x m`` read and written per 2048 rows and
+#: added into float64 every 8 blocks at about 4.8 TB/s: an estimate of 0.5 s).
+GPU_GRAM_S = 8.0e-15
 #: The Gram matrix per :math:`n m^2` in float64 products (float64 data, a held kernel, or
 #: ``nyhopt.ops.gram.TENSOR_CORES`` off): 13.6 s for n m^2 = 2.5e14 (convert + DGEMM).
 GPU_GRAM64_S = 5.4e-14
