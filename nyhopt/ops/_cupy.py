@@ -127,7 +127,7 @@ class _Points:
     """Scaled, centered rows and centers of one call, with the squared norms of the GEMM form."""
 
     def __init__(self, kernel, X, Z, ell, xp):
-        self.kernel, self.xp = kernel, xp
+        self.kernel, self.xp, self.X, self.Z, self.ell = kernel, xp, X, Z, ell
         self.Xs, self.Zt = _scaled_inputs(X, Z, ell, xp)
         self.dot = _uses_dot(kernel)
         self.xn = self.zn = None
@@ -148,6 +148,9 @@ class _Points:
             self.xp.matmul(Xr, self.Zt, out=out)
             fn = get_function("kernel_dot", Xr.dtype, self.kernel.kind, 0)
             fn(_grid(b, m), _BLOCK, (out, self.xn[sl], self.zn, out, _i32(b), _i32(m)))
+            return out
+        if self.kernel.kind not in KINDS:  # a kernel without CUDA code: the reference
+            out[...] = _reference.kernel_matrix(self.kernel, self.X[sl], self.Z, self.ell, self.xp)
             return out
         fn = get_function("kernel_block", Xr.dtype, self.kernel.kind)
         fn(_grid(b, m), _BLOCK, (Xr, self.Zt, out, _i32(b), _i32(m), _i32(Xr.shape[1])))
