@@ -285,3 +285,31 @@ def _numpy_tn(A, B, C, beta, xp):
     P = A.astype(np.float32).T @ B.astype(np.float32)
     C[...] = P + C if beta else P
     return C
+
+
+@pytest.mark.parametrize("penalty", [1e-4, None], ids=["1e-4", "1/n"])
+def test_stoch_prop_through_the_emulated_route(monkeypatch, penalty):
+    """``stoch-prop`` with G from the tensor-core route (emulated, and with truncated sums) keeps its value."""
+    from nyhopt.ops import gram16
+
+    rng = np.random.default_rng(5)
+    n, d, m = 6000, 8, 120
+    X = rng.uniform(-1.5, 1.5, (n, d)).astype(np.float32)
+    y = (np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.standard_normal(n)).astype(np.float32)
+    theta = nh.Params.from_natural(penalty or 1.0 / n, np.full(d, 1.5), X[:m])
+
+    def evaluate():
+        obj = nh.make_objective("stoch-prop", X, y, kernel="gaussian", gram=True, kernel_cache=False,
+                                random_state=0, tol=1e-6)
+        v, g = obj.value_and_grad(theta)
+        return float(v), np.concatenate([np.ravel(np.asarray(a, dtype=np.float64)) for a in g])
+
+    v64, g64 = evaluate()
+    monkeypatch.setattr(gram_mod, "is_cupy_namespace", lambda xp: True)
+    v16, g16 = evaluate()
+    real = gram16.gram_matrix16
+    monkeypatch.setattr(gram16, "gram_matrix16", lambda *a, **k: real(*a, matmul=tensor_core_matmul, **k))
+    vtc, gtc = evaluate()
+    for v, g in ((v16, g16), (vtc, gtc)):
+        assert abs(v - v64) < 1e-5 * abs(v64)
+        assert np.linalg.norm(g - g64) < 1e-3 * np.linalg.norm(g64)
