@@ -78,11 +78,11 @@ def _case(label, fn):
         sys.stdout.flush()
 
 
-def _shape(xp):
+def _shape(xp, rows=500_000):
     """(NB chunk rows, n it stands for, m, d)."""
     if TINY:
         return 3000, 30000, 200, 28
-    return 500_000, 10_000_000, 5000, 28
+    return rows, 10_000_000, 5000, 28
 
 
 def _data(xp, rows, m, d, seed=0):
@@ -103,7 +103,7 @@ def blocks(card):
     from nyhopt.ops import _cupy, _reference
 
     sync = _sync(xp)
-    NB, N, m, d = _shape(xp)
+    NB, N, m, d = _shape(xp, rows=250_000)  # several NB x m arrays at once (the reference chain: four)
     X, Z = _data(xp, NB, m, d)
     kern = nh.GaussianKernel(4.0)
     ell = kern.lengthscale_array(d)
