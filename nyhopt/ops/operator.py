@@ -101,7 +101,7 @@ def gram_fits_device(m, xp, free_bytes=None) -> bool:
 
 
 def gram_pays(m, k, products, xp=np, *, dtype=np.float32, held=False, free_bytes=None) -> bool:
-    """Whether forming :math:`K^T K` beats ``products`` normal products with ``k`` columns.
+    r"""Whether forming :math:`K^T K` beats ``products`` normal products with ``k`` columns.
 
     CPU: ``m <= GRAM_GAIN * k * products`` (measured constant).  GPU: the
     cost model of the module notes, per :math:`n m`,
