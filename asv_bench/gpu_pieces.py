@@ -147,8 +147,21 @@ def blocks(card):
         timed("Falkon pass normal_matvec k=21 (previous kernel block)", lambda: ops.normal_matvec(kern, X, Z, V))
     finally:
         _cupy.DISTANCE_GEMM = saved
-    timed("gradient: adjoint_lowrank k=21 (SIMT nh_adjoint, unchanged)",
-          lambda: ops.adjoint_lowrank(kern, X, Z, P, V, wrt=("lengthscale", "centers")))
+    adj = lambda: ops.adjoint_lowrank(kern, X, Z, P, V, wrt=("lengthscale", "centers"))  # noqa: E731
+    timed("gradient: adjoint_lowrank k=21 (SIMT nh_adjoint, the default)", adj)
+    try:
+        _cupy.ADJOINT_GEMM = True
+        timed("gradient: adjoint_lowrank k=21 (GEMMs + nh_adjoint_dot, ADJOINT_GEMM)", adj)
+
+        def agree():
+            a = _cupy.adjoint_lowrank(kern, X, Z, P, V, ell, xp, ("lengthscale", "centers"))
+            _cupy.ADJOINT_GEMM = False
+            b = _cupy.adjoint_lowrank(kern, X, Z, P, V, ell, xp, ("lengthscale", "centers"))
+            return "; ".join(f"{name} relative difference {float(xp.max(xp.abs(u - v)) / xp.max(xp.abs(v))):.1e}"
+                             for name, u, v in zip(("lengthscale", "centers"), a[:2], b[:2]))
+        _case(f"gradient agreement GEMM vs SIMT adjoint {tag}", agree)
+    finally:
+        _cupy.ADJOINT_GEMM = False
     return res
 
 

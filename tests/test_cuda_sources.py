@@ -246,6 +246,19 @@ void run_dot(FILE* in, FILE* out) {
     }
 }
 
+template <typename T, int KIND>
+void run_adjoint_dot(FILE* in, FILE* out) {
+    auto h = read<int>(in, 4);  // grid.x, grid.y, b, m
+    const int b = h[2], m = h[3];
+    auto g = read<T>(in, (long long)b * m);
+    auto c = read<T>(in, (long long)b * m);
+    auto xn = read<T>(in, b);
+    auto zn = read<T>(in, m);
+    std::vector<double> W((size_t)b * m, NAN);
+    launch<false>(dim3(h[0], h[1]), dim3(32, 8), [&] { nh_adjoint_dot<T, KIND>(g.data(), c.data(), xn.data(), zn.data(), W.data(), b, m); });
+    write(out, W);
+}
+
 template <typename T, int KIND, bool LOWRANK>
 void run_adjoint(FILE* in, FILE* out) {
     auto h = read<int>(in, 7);  // grid.x, grid.y, n, m, d, r, wanted
@@ -281,7 +294,8 @@ int main(int argc, char** argv) {
 }
 """
 
-_RUNNERS = {"kernel_block": "run_block", "adjoint": "run_adjoint", "kernel_dot": "run_dot"}
+_RUNNERS = {"kernel_block": "run_block", "adjoint": "run_adjoint", "kernel_dot": "run_dot",
+            "adjoint_dot": "run_adjoint_dot"}
 
 
 @pytest.fixture(scope="module")
@@ -297,7 +311,7 @@ def emulator(tmp_path_factory):
     rows = []
     for name in names:
         source = next(src for src in _RUNNERS if name.startswith(cc.SOURCES[src][0].split("<")[0] + "<"))
-        runner = name.replace(cc.SOURCES[source][0].split("<")[0], _RUNNERS[source], 1)
+        runner = _RUNNERS[source] + name[len(cc.SOURCES[source][0].split("<")[0]):]
         rows.append(f'{{"{name}", {runner}}},')
     code = EMULATION + cc.read_source(*_RUNNERS)
     code += (HARNESS + DISPATCH_MAIN).replace("TABLE", "\n        ".join(rows))
@@ -459,6 +473,13 @@ class EmulatedFunction:
         assert tuple(block) == (32, 8)
         assert all(isinstance(g, int) and 0 < g <= 65535 for g in grid)
         self.launches.append(tuple(grid))
+        if self.source == "adjoint_dot":
+            (g, c, xn, zn), (b, m) = self._check(args, 4, 0)[0], (int(args[5]), int(args[6]))
+            W = args[4]
+            assert W.dtype == np.float64 and W.shape == (b, m) and g.shape == c.shape == (b, m)
+            raw = _run(self.exe, self.name, [grid[0], grid[1], b, m], [g, c, xn, zn], self.tmp_path)
+            W[...] = raw.view(np.float64).reshape(b, m)
+            return
         if self.source == "kernel_dot":
             g, xn, zn = self._check(args, 3, 0)[0]
             out = args[3]
@@ -662,3 +683,67 @@ def test_the_removed_fused_products_setting_is_an_error(monkeypatch):
         with pytest.raises(ValueError, match="NYHOPT_CUDA_FUSED.*removed"):
             _cupy._removed_fused_setting(on)
     assert "fused_products" not in cc.SOURCES
+
+
+@pytest.mark.parametrize("dtype,kind", [("float64", k) for k in KINDS] + [("float32", "gaussian")])
+def test_emulated_adjoint_dot(emulator, tmp_path, kind, dtype):
+    """``nh_adjoint_dot``: ``W = (P Q^T) phi'(s)`` in float64 from the two products and the norms."""
+    kernel, X, Z, ell, *_, P, Q, _ = _problem(kind, dtype)
+    n, m = X.shape[0], Z.shape[0]
+    g, xn, zn = _dot_inputs(X, Z, ell, dtype)
+    c = np.ascontiguousarray(P @ Q.T).astype(dtype)
+    raw = _run(emulator, cc.kernel_name("adjoint_dot", dtype, kind), [2, 3, n, m], [g, c, xn, zn], tmp_path)
+    W = raw.view(np.float64).reshape(n, m)
+    s = np.maximum(xn[:, None] + zn[None, :] - 2 * g, 0)
+    _, dphi = kernel.profile_and_derivative(s.astype(np.float64), np)
+    np.testing.assert_allclose(W, c * dphi, rtol=10 * _tol(dtype), atol=_tol(dtype) * np.abs(c).max())
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("d", [1, 3, 28])
+@pytest.mark.parametrize("kind", ["gaussian", "matern32", "matern52"])
+def test_gemm_adjoint_matches_the_reference(monkeypatch, kind, d, dtype):
+    """``ADJOINT_GEMM``: the low-rank adjoint from GEMMs (on NumPy) against the reference, uncentered data."""
+    from nyhopt.ops import _cupy
+
+    rng = np.random.default_rng(4)
+    n, m, k = 1031, 57, 3
+    X = (rng.uniform(-1.5, 1.5, (n, d)) + 5.0).astype(dtype)
+    Z = (rng.uniform(-1.5, 1.5, (m, d)) + 5.0).astype(dtype)
+    Z[4] = X[7]
+    kernel = nh.make_kernel(kind, np.sqrt(d) * np.linspace(0.8, 1.6, d))
+    ell = kernel.lengthscale_array(d)
+    P, Q = rng.standard_normal((n, k)).astype(dtype), rng.standard_normal((m, k)).astype(dtype)
+    up = [a.astype(np.float64) for a in (X, Z, P, Q)]
+    tol = 1e-9 if dtype == "float64" else 2e-5  # the GEMM form of the distances; float32 as the GPU tests
+    monkeypatch.setattr(_cupy, "ADJOINT_GEMM", True)
+    for wrt in [("lengthscale", "centers", "X"), ("centers",), ("lengthscale",), ("X",)]:
+        with nh.memory_budget(2**16):  # several row blocks
+            got = _cupy.adjoint_lowrank(kernel, X, Z, P, Q, ell, np, wrt)
+        want = _reference.adjoint_lowrank(kernel, *up, ell, np, wrt)
+        for g, w in zip(got, want):
+            if w is None:
+                assert g is None
+            else:
+                assert g.dtype == np.float64
+                np.testing.assert_allclose(g, w, rtol=0, atol=tol * np.abs(w).max())
+    monkeypatch.setattr(_cupy, "ADJOINT_GEMM", False)
+    assert _cupy.ADJOINT_GEMM is False
+
+
+def test_cupy_gemm_adjoint_on_emulated_kernels(emulated_cupy, monkeypatch):
+    """``ADJOINT_GEMM`` through ``_cupy`` with the emulated ``nh_adjoint_dot`` (float64, Gaussian)."""
+    _cupy, made = emulated_cupy
+    from nyhopt.ops import _adjoint_gemm
+
+    monkeypatch.setattr(_adjoint_gemm, "get_function", _cupy.get_function)
+    monkeypatch.setattr(_adjoint_gemm, "is_cupy_namespace", lambda xp: True)
+    monkeypatch.setattr(_cupy, "ADJOINT_GEMM", True)
+    kernel, X, Z, ell, _, _, P, Q, _ = _problem("gaussian", "float64", n=70)
+    wrt = ("lengthscale", "centers", "X")
+    with nh.memory_budget(37 * 24 * 30):  # row blocks of 30
+        got = _cupy.adjoint_lowrank(kernel, X, Z, P, Q, ell, np, wrt)
+    want = _reference.adjoint_lowrank(kernel, X, Z, P, Q, ell, np, wrt)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-10 * np.abs(w).max())
+    assert [fn.source for fn in made] == ["adjoint_dot"] * 3

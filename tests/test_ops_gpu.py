@@ -227,3 +227,19 @@ def test_block_products_with_the_coordinate_difference_kernel(cp, rng, kind, dty
 
     monkeypatch.setattr(_cupy, "DISTANCE_GEMM", False)
     check_products(cp, *block_problem(rng, dtype, kind, 28, n=2311, m=139, k=21, ku=3), dtype)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "matern32", "matern52"])
+def test_gemm_adjoint_on_the_device(cp, rng, kind, dtype, monkeypatch):
+    """``ADJOINT_GEMM``: the low-rank adjoint from GEMMs and nh_adjoint_dot against the reference."""
+    from nyhopt.ops import _cupy
+
+    monkeypatch.setattr(_cupy, "ADJOINT_GEMM", True)
+    kernel, X, Z, V, U = block_problem(rng, dtype, kind, 28, n=5011, m=301, k=21, ku=21, shift=3.0)
+    ell = kernel.lengthscale_array(28)
+    with nh.memory_budget(2**22):
+        got = ops.adjoint_lowrank(kernel, cp.asarray(X), cp.asarray(Z), cp.asarray(U), cp.asarray(V), wrt=ALL)
+    want = _reference.adjoint_lowrank(kernel, *up(X, Z, U, V), ell, np, ALL)
+    for g, w in zip(got, want):
+        assert isinstance(g, cp.ndarray) and g.dtype == np.float64
+        close(g, w, RTOL[dtype])

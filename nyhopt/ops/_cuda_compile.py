@@ -33,7 +33,7 @@ Examples
 --------
 >>> from nyhopt.ops import _cuda_compile as cc
 >>> sorted(cc.SOURCES)
-['adjoint', 'kernel_block', 'kernel_dot']
+['adjoint', 'adjoint_dot', 'kernel_block', 'kernel_dot']
 >>> cc.name_expressions("kernel_block", "float32")[:2]
 ['nh_kernel_block<float, 0>', 'nh_kernel_block<float, 1>']
 """
@@ -75,6 +75,7 @@ SOURCES = {
     "kernel_block": ("nh_kernel_block<{T}, {K}>", (None,)),
     "adjoint": ("nh_adjoint<{T}, {K}, {L}>", ("false", "true")),
     "kernel_dot": ("nh_kernel_dot<{T}, {K}, {L}>", {"float32": ("0", "1"), "float64": ("0",)}),
+    "adjoint_dot": ("nh_adjoint_dot<{T}, {K}>", (None,)),
 }
 
 #: NVRTC options used at run time and in the compile test.

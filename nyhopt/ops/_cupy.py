@@ -53,6 +53,7 @@ from . import _reference
 from ._cuda_compile import KINDS, get_function
 
 __all__ = [
+    "ADJOINT_GEMM",
     "DISTANCE_GEMM",
     "FUSED_BLOCK_MAX_D",
     "FUSED_ADJOINT_MAX_D",
@@ -94,6 +95,11 @@ def _fused(kernel, X, max_d):
 #: Kernel blocks of the kinds that allow it from a distance GEMM plus ``nh_kernel_dot``
 #: (``False``: every block from the coordinate-difference kernel ``nh_kernel_block``).
 DISTANCE_GEMM = True
+
+
+#: The low-rank adjoint from GEMMs and one fused pass (:mod:`nyhopt.ops._adjoint_gemm`) instead of
+#: ``nh_adjoint``: off until timed on a GPU (``asv_bench/gpu_report.py blocks`` times both).
+ADJOINT_GEMM = False
 
 
 def _uses_dot(kernel):
@@ -315,7 +321,12 @@ def _adjoint(kernel, X, Z, ell, xp, wanted, C, Qt, lowrank):
     grid = (grid_x, _grid_y(n, grid_x, xp))
     args = (Xs, Zt, C, Qt, _i32(n), _i32(m), _i32(d), _i32(r), _i32(wanted), gz, ge, gx)
     fn(grid, _BLOCK, args, shared_mem=33 * d * 8)
+    return _finish_adjoint(gz, ge, gx, ell, wanted, xp)
 
+
+def _finish_adjoint(gz, ge, gx, ell, wanted, xp):
+    """:class:`KernelGrad` from the raw sums of ``nh_adjoint`` (``gz`` (d, m), ``ge`` (d,), ``gx`` (n, d))."""
+    f64 = xp.float64
     ell_dev = xp.asarray(ell, dtype=f64)
     g_ell = g_z = g_x = None
     if wanted & 2:
@@ -339,8 +350,18 @@ def adjoint_dense(kernel, X, Z, G, ell, xp, wrt=("lengthscale", "centers")):
 
 
 def adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=("lengthscale", "centers")):
-    """Gradients of ``<P Q^T, k(X, Z)>``; ``P`` (n, k), ``Q`` (m, k); float64."""
+    """Gradients of ``<P Q^T, k(X, Z)>``; ``P`` (n, k), ``Q`` (m, k); float64.
+
+    With :data:`ADJOINT_GEMM` (kinds of the distance GEMM) the sums come from
+    GEMMs and one fused pass (:mod:`nyhopt.ops._adjoint_gemm`), else from ``nh_adjoint``.
+    """
     wanted = _wanted(wrt)
+    if ADJOINT_GEMM and _uses_dot(kernel):
+        from ._adjoint_gemm import lowrank_sums
+
+        Xs, Zt = _scaled_inputs(X, Z, ell, xp)
+        sums = lowrank_sums(kernel, Xs, Zt, xp.ascontiguousarray(P), xp.ascontiguousarray(Q), wanted, xp)
+        return _finish_adjoint(*sums, ell, wanted, xp)
     if not _fused(kernel, X, FUSED_ADJOINT_MAX_D):
         return _reference.adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=wrt)
     P = xp.ascontiguousarray(P)
