@@ -301,33 +301,12 @@ class Fit(NamedTuple):
 
 
 def fit(fac: Factors, Y, xp) -> Fit:
-    """Coefficients and residuals of N-KRR on the factorized rows.
-
-    On the CPU the two passes over :math:`A` (:math:`AY` and :math:`A^T\\beta`)
-    run on row ranges of the worker pool; the partial :math:`AY` are summed
-    in float64.
-    """
+    """Coefficients and residuals of N-KRR on the factorized rows."""
     At = fac.At
-    if is_cupy_namespace(xp):
-        AY = (At.T @ Y).astype(xp.float64)
-    else:
-        parts = map_ranges(lambda lo, hi: (At[lo:hi].T @ Y[lo:hi]).astype(np.float64), At.shape[0],
-                           min_rows(At.shape[1]))
-        AY = parts[0]
-        for part in parts[1:]:
-            AY = AY + part
+    AY = (At.T @ Y).astype(xp.float64)
     beta = cho_solve(fac.C, AY, xp)
     alpha = tri_solve(fac.L, beta, xp, trans=True)
-    b = beta.astype(At.dtype)
-    if is_cupy_namespace(xp):
-        R = Y - At @ b
-    else:
-        R = np.empty(Y.shape, dtype=np.result_type(Y.dtype, At.dtype))
-
-        def resid(lo, hi):
-            np.subtract(Y[lo:hi], At[lo:hi] @ b, out=R[lo:hi])
-
-        map_ranges(resid, At.shape[0], min_rows(At.shape[1]))
+    R = Y - At @ beta.astype(At.dtype)
     rss = _sumsq(R, xp)
     return Fit(AY, beta, alpha, R, rss, rss + fac.n_lam * _sumsq(beta, xp))
 
