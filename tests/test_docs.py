@@ -160,10 +160,16 @@ def _reader_data():
     Z = X[:10].copy()
     Y = y.reshape(-1, 1)
     est = nh.HyperoptKRR(centers=10, epochs=2).fit(X, y)
-    nh.save_model("model.npz", est)  # the file the command line would have written
+    est.feature_names_in_ = np.array(["x1", "x2", "x3"], dtype=object)
+    nh.save_model("model.npz", est)  # the file `nyhopt tune` would have written
+    X_new = X_test[:5]
+    if importlib.util.find_spec("pandas") is not None:
+        import pandas as pd
+
+        X_new = pd.DataFrame(X_new, columns=["x1", "x2", "x3"])
     params = nh.Params.from_natural(penalty=1e-3, lengthscale=np.ones(d), centers=Z)
     return dict(__name__="__main__", np=np, nh=nh, X=X, y=y, X_test=X_test, y_test=y_test, X_val=X_val, y_val=y_val,
-                X_new=X_test[:5], labels=np.where(X[:, 0] > 0, "yes", "no"), d=d, n=n, Z=Z, Y=Y,
+                X_new=X_new, labels=np.where(X[:, 0] > 0, "yes", "no"), d=d, n=n, Z=Z, Y=Y,
                 kernel=kernel, penalty=1e-3, penalty2=2e-3, KtY=Y[:10].copy(), params=params,
                 obj=nh.make_objective("prop", X, y))
 
