@@ -135,17 +135,15 @@ def feature_names(X):
     return None
 
 
-def check_feature_names_arg(given, found, n_features):
-    """Feature names from an explicit ``feature_names=`` argument or from a DataFrame, as an object array.
+def check_feature_names_arg(given, X):
+    """Feature names from an explicit ``feature_names=`` argument or from a DataFrame ``X``, as an object array.
 
     Parameters
     ----------
     given : sequence of str or None
         The user's ``feature_names=`` (for arrays without names, such as dask arrays).
-    found : numpy.ndarray or None
-        :func:`feature_names` of the input.
-    n_features : int or None
-        Number of columns of the input (checked against ``given``).
+    X : array-like
+        The input: its own names (:func:`feature_names`) and its number of columns.
 
     Raises
     ------
@@ -155,11 +153,14 @@ def check_feature_names_arg(given, found, n_features):
 
     Examples
     --------
-    >>> check_feature_names_arg(["a", "b"], None, 2).tolist()
+    >>> check_feature_names_arg(["a", "b"], np.zeros((3, 2))).tolist()
     ['a', 'b']
-    >>> check_feature_names_arg(None, None, 2) is None
+    >>> check_feature_names_arg(None, np.zeros((3, 2))) is None
     True
     """
+    found = feature_names(X)
+    shape = getattr(X, "shape", ())
+    n_features = shape[1] if len(shape) == 2 else None
     if given is None:
         return found
     if isinstance(given, str) or not all(isinstance(v, str) for v in given):

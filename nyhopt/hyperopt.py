@@ -23,7 +23,6 @@ import warnings
 import numpy as np
 
 from ._estimator_params import EstimatorMixin, check_feature_names_arg
-from ._estimator_params import feature_names as frame_names
 from ._validation import check_labels, check_matrix
 from ._scaling import column_mean_std, standardize
 from .backend import get_namespace
@@ -127,7 +126,7 @@ class _HyperoptBase(EstimatorMixin):
         from .distributed._detect import any_dask_array
         from .optim import tune
 
-        names = check_feature_names_arg(feature_names, frame_names(X), X.shape[1] if hasattr(X, "shape") else None)
+        names = check_feature_names_arg(feature_names, X)
         if any_dask_array(X, y):  # "stoch-prop" regression on the current Dask client
             from .distributed.tune import fit_hyperopt_dask
 

@@ -58,6 +58,9 @@ def test_dataframe_names_survive_tune_fit_save_and_load(frame, tmp_path):
         loaded = load_model(save_model(tmp_path / f"{type(model).__name__}.npz", model))
         np.testing.assert_array_equal(_check_names(loaded, df), model.predict(df))
     np.testing.assert_array_equal(pred, res.model.predict(df))
+    for validation in (0.25, 3):  # candidates chosen by validation
+        chosen = nh.tune(df, y, objective=["prop", "gcv"], validation=validation, centers=10, epochs=2, progress=False)
+        _check_names(chosen.model, df)
 
 
 def test_files_of_the_command_line_give_their_names_back(frame, tmp_path):

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._centers import fit_centers
-from .._estimator_params import check_feature_names_arg, feature_names as _frame_names
+from .._estimator_params import check_feature_names_arg
 from .._validation import check_labels, check_lengthscale, check_matrix, check_real
 from ..backend import as_native, get_namespace, to_numpy
 from ..distributed._detect import any_dask_array, is_dask_array
@@ -417,7 +417,11 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         arguments = dict(locals())  # every argument, by name
         from ._select import tune_by_validation
 
-        return tune_by_validation(tune, arguments)
+        names = check_feature_names_arg(feature_names, X)
+        result = tune_by_validation(tune, arguments)
+        if names is not None:
+            result.model.feature_names_in_ = names
+        return result
     if isinstance(validation, numbers.Integral) and not isinstance(validation, (bool, np.bool_)):
         raise ValueError(f"validation={validation!r} is a number of folds, which chooses among a list of "
                          "objectives; with one objective give a fraction in (0, 1) or a tuple (X_val, y_val)")
@@ -432,7 +436,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {callback!r}")
     dask = any_dask_array(X, y)
-    names = check_feature_names_arg(feature_names, _frame_names(X), X.shape[1] if hasattr(X, "shape") else None)
+    names = check_feature_names_arg(feature_names, X)
     if client is not None and not dask:
         raise ValueError("client is only used with dask arrays X, y; leave it out for in-memory data")
     if not isinstance(kernel, (str, Kernel)):
