@@ -14,6 +14,7 @@ import math
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -770,8 +771,6 @@ def _predict_on(model, X, xp):
     ``X`` holds the model's columns in its order (chosen by name by the caller), so the model's
     ``feature_names_in_`` is not checked against an array without names.
     """
-    import warnings
-
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="X does not have valid feature names", category=UserWarning)
         with compile_notice():
@@ -815,8 +814,6 @@ def main(argv=None) -> int:
         parser.print_help()
         return EXIT_USAGE
     from .io import DataError
-
-    import warnings
 
     def one_line(message, category, filename, lineno, file=None, line=None):
         print(f"nyhopt {args.command}: warning: {message}", file=sys.stderr, flush=True)

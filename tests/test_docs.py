@@ -1,6 +1,7 @@
 """The documentation: the site builds in strict mode, every public name is documented."""
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -195,6 +196,27 @@ _STATE = {}  # page -> [namespace, index of the next block to run, folder]
 DOCS_EPOCHS = 3
 
 
+@contextlib.contextmanager
+def _settings_restored():
+    """The process-wide settings a block may change (budgets, CPU implementations) are put back."""
+    import nyhopt as nh
+    from nyhopt import ops
+
+    memory, cache, impl = nh.get_memory_budget(), nh.get_cache_budget(), dict(ops.CPU_IMPL)
+    try:
+        yield
+    finally:
+        nh.set_memory_budget(None)
+        nh.set_cache_budget(None)
+        if nh.get_memory_budget() != memory:
+            nh.set_memory_budget(memory)
+        if nh.get_cache_budget() != cache:
+            nh.set_cache_budget(cache)
+        for op, name in impl.items():
+            if ops.CPU_IMPL.get(op) != name:
+                ops.set_cpu_impl(op, name)
+
+
 def _few_epochs(monkeypatch):
     """``tune`` (and so ``HyperoptKRR.fit``) with at most DOCS_EPOCHS steps while the blocks run."""
     import nyhopt
@@ -229,7 +251,7 @@ def test_code_block_runs(page, index, line, code, marked, tmp_path_factory, monk
         _STATE[page] = [_reader_data(), 0, folder]
     state = _STATE[page]
     monkeypatch.chdir(state[2])
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _settings_restored():
         warnings.simplefilter("ignore")  # small data: more centers than rows, early stops
         # the page's earlier blocks, when this one runs alone (pytest -k)
         for p, i, ln, c, m in _BLOCKS:
