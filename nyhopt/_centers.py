@@ -56,7 +56,7 @@ def fit_centers(m: int, n: int) -> int:
     >>> with warnings.catch_warnings(record=True) as w:
     ...     warnings.simplefilter("always")
     ...     fit_centers(100, 50), str(w[0].message)[:40]
-    (50, 'centers=100 is more than the 50 trainin')
+    (50, 'centers=100 is more than the 50 training')
     """
     m = int(m)
     if m < 1:
