@@ -310,7 +310,6 @@ def test_stoch_prop_on_dask_bad_options(client, problem):
     for opts, match in (({"effective_dimension_estimator": "hutch++"}, "effective_dimension_estimator"),
                         ({"trace_estimator": "hutchinson"}, "trace_estimator"),
                         ({"kernel_cache": True}, "kernel_cache"),
-                        ({"gram": True}, "gram"),
                         ({"folds": 3}, "unknown option")):
         with pytest.raises(ValueError, match=match):
             nh.make_objective("stoch-prop", Xd, yd, **opts)
@@ -318,6 +317,54 @@ def test_stoch_prop_on_dask_bad_options(client, problem):
     obj = nh.make_objective("stoch-prop", Xd, yd, kernel_cache="auto", gram="auto")
     assert obj.kernel_cache is False and obj.gram is False
     obj.release()
+
+
+def _count_reductions(monkeypatch):
+    """Record ``(task function, blocks, shapes of the reduced sums)`` of every reduction on the driver."""
+    calls = []
+    orig = ShardedData.reduce
+
+    def spy(self, func, *args, **kwargs):
+        out = orig(self, func, *args, **kwargs)
+        sums = out[0] if kwargs.get("keep") else out
+        shapes = tuple(None if s is None else np.shape(s) for s in sums)
+        calls.append((func.__name__, len(self.blocks), shapes))
+        return out
+
+    monkeypatch.setattr(ShardedData, "reduce", spy)
+    return calls
+
+
+def test_gram_route_step_on_dask(client, problem, monkeypatch):
+    """A Gram-route stoch-prop step on a cluster: the Gram pass (one task per row block, each returning
+    an m x m partial, summed once), then no pass in the CG iterations; the same value and gradient as
+    the one-process Gram route within 1e-10."""
+    X, y, Z = problem
+    ref = nh.make_objective("stoch-prop", X, y, kernel_cache=False, gram=True, **STOCH)
+    v0, g0 = ref.value_and_grad(_stoch_params(Z))
+    obj = nh.make_objective("stoch-prop", *_dask(X, y, 3), gram=True, **STOCH)
+    calls = _count_reductions(monkeypatch)
+    v, g = obj.value_and_grad(_stoch_params(Z))
+    assert abs(v - v0) <= 1e-10 * abs(v0)
+    assert np.linalg.norm(_flat(g) - _flat(g0)) <= 1e-10 * np.linalg.norm(_flat(g0))
+    names = [c[0] for c in calls]
+    assert names == ["block_gram", "block_u_pass", "block_adjoint"], names  # no pass per CG iteration
+    gram_call = calls[0]
+    assert gram_call[1] == len(obj.data.blocks) == 3  # one task per row block
+    assert gram_call[2][0] == (M, M) and gram_call[2][1] == (M, 5)  # one m x m (and m x k) reduction
+    assert obj.last_solve.passes == ref.last_solve.passes == 3
+    assert obj.last_solve.iterations > 3
+    obj.release()
+
+
+def test_falkon_gram_route_on_dask(client, problem, monkeypatch):
+    X, y, Z = problem
+    ref = falkon_solve(KERNEL, X, Z, y, PENALTY, tol=1e-12, maxiter=400, gram=True, cache=False)
+    calls = _count_reductions(monkeypatch)
+    res = falkon_solve(KERNEL, *_dask(X, y, 2), Z, PENALTY, tol=1e-12, maxiter=400, gram=True)
+    assert _rel(res.alpha, ref.alpha) <= 1e-10
+    assert [c[0] for c in calls] == ["block_gram"] and calls[0][2][0] == (M, M)
+    assert res.passes == ref.passes == 1
 
 
 async def _die():

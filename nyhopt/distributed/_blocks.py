@@ -8,10 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ops
+from ..ops import gram as _gram
+from ..ops.operator import column_stats
 from .._validation import check_matrix, check_targets
 from ..backend import get_namespace, to_numpy
 
-__all__ = ["prepare_block", "block_normal", "block_kmtv", "block_kmv", "block_moments", "block_scale_targets",
+__all__ = ["prepare_block", "block_normal", "block_gram", "block_kmtv", "block_kmv", "block_moments", "block_scale_targets",
            "block_with_probes", "block_u_pass", "block_adjoint", "block_sq_residuals", "block_rows", "target_columns",
            "take"]
 
@@ -44,6 +46,13 @@ def block_normal(block, shared, V, use_y, kv):
     res = ops.normal_matvec(kernel, X, Z, xp.asarray(V, dtype=X.dtype), Y if use_y else None, kv=kv)
     partial = (_host64(res[0]), _host64(res[1]) if use_y else None)
     return (partial, res[2]) if kv else partial
+
+
+def block_gram(block, shared, use_y):
+    """Partial ``(K^T K, K^T Y or None)`` of one block (float64, ``m x m`` and ``m x p``): the Gram pass."""
+    X, Y, xp, kernel, Z = _local(block, shared)
+    G, KtY = _gram.gram_matrix(kernel, X, Z, Y if use_y else None)
+    return (_host64(G), None if KtY is None else _host64(KtY))
 
 
 def block_kmtv(block, shared, U=None):
@@ -93,8 +102,6 @@ def block_u_pass(block, shared, a, normal, plain):
     ``W`` are the block's targets (probes and ``Y``), ``r = W - u``; the
     normal products only when ``normal``, ``W.W`` only when ``plain``.
     """
-    from ..objectives.stoch_prop import column_stats
-
     X, W, xp, kernel, Z = _local(block, shared)
     V = xp.asarray(a, dtype=X.dtype)
     KtKa = KtW = None

@@ -1,7 +1,7 @@
 """Recognize dask arrays without importing dask."""
 from __future__ import annotations
 
-__all__ = ["is_dask_array", "any_dask_array", "refuse_dask_objective", "dask_objective_class"]
+__all__ = ["is_dask_array", "any_dask_array", "refuse_dask_objective"]
 
 
 def is_dask_array(a) -> bool:
@@ -23,41 +23,19 @@ def any_dask_array(*arrays) -> bool:
 
 
 def refuse_dask_objective(name):
-    """Raise the error for an objective given dask arrays (no objective runs on them yet).
+    """Raise the error for an exact objective given dask arrays.
+
+    The exact objectives need ``n x m`` work on one machine; the message
+    names "stoch-prop", the objective for data on a cluster (it returns
+    without raising for "stoch-prop").
 
     Raises
     ------
     ValueError
-        For the exact objectives, which need ``n x m`` work on one machine; the
-        message names "stoch-prop", the one meant for a cluster.
-    NotImplementedError
-        For "stoch-prop", whose distributed version is not built yet.
-    """
-    key = str(name).strip().lower().replace("_", "-")
-    if key == "stoch-prop":
-        raise NotImplementedError(
-            "tuning with 'stoch-prop' on dask arrays is not built yet (issue #12); "
-            "make_objective('stoch-prop', X_dask, y_dask) is, and so is NystromKRR(solver='falkon').fit on them"
-        )
-    _refuse_exact(name)
-
-
-def dask_objective_class(name):
-    """The objective class for dask arrays: ``DaskStochasticProp`` for "stoch-prop".
-
-    Raises
-    ------
-    ValueError
-        For the exact objectives (the message names "stoch-prop").
+        For every objective but "stoch-prop".
     """
     if str(name).strip().lower().replace("_", "-") == "stoch-prop":
-        from .stoch_prop import DaskStochasticProp
-
-        return DaskStochasticProp
-    _refuse_exact(name)
-
-
-def _refuse_exact(name):
+        return
     raise ValueError(
         f"objective {name!r} is exact (O(n m^2) work on one machine) and does not take dask arrays; "
         "the objective for data on a cluster is 'stoch-prop'"

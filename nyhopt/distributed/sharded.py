@@ -29,13 +29,15 @@ import dask.array as da
 import distributed
 import numpy as np
 
-from ..kernels import Kernel
+from .._validation import check_matrix
+from ..kernels import Kernel, KernelGrad
+from ..kernels._base import check_finite_grad
 from . import _blocks
 from ._detect import is_dask_array
 from ._handles import Broadcast, KeptBlocks, who_has
 from .reducer import DaskTreeReducer, Reducer
 
-__all__ = ["ShardedData", "ShardedKernel", "TARGETS", "resolve_client"]
+__all__ = ["ShardedData", "ShardedOperator", "ShardedKernel", "ShardedCotangent", "TARGETS", "resolve_client"]
 
 #: Operands up to this size travel inside each task (one round trip less than a broadcast).
 INLINE_BYTES = 256 * 1024
@@ -148,6 +150,9 @@ class ShardedData:
         Bad input (column chunks, mismatched row chunks, unknown chunk sizes,
         NaN/inf in a block, no or a closed client), with the argument named.
     """
+
+    #: The driver does ``m x m`` work only (:mod:`nyhopt._threads`).
+    driver_engine = "pool"
 
     def __init__(self, X, y=None, *, client=None, reducer=None, retries=2):
         self.client = resolve_client(client)
@@ -355,9 +360,19 @@ class ShardedData:
         return self._copy(self.map_blocks(_blocks.block_scale_targets, *args), _blocks.block_scale_targets,
                           args, None)
 
-    def bind(self, kernel, Z):
+    def bind(self, kernel, Z, *, gram="auto"):
         """The operator ``K = k(X, Z)`` on these data (``kernel`` and ``Z`` broadcast once)."""
-        return ShardedKernel(self, kernel, Z)
+        return ShardedOperator(self, kernel, Z, gram=gram)
+
+    def rows(self, idx):
+        """Rows ``idx`` (sorted int64 global indices) of ``X``, gathered on the driver (NumPy)."""
+        starts = np.asarray(self.row_starts + (self.n,))
+        pieces = []
+        for i in range(len(self.blocks)):
+            lo, hi = np.searchsorted(idx, starts[i]), np.searchsorted(idx, starts[i + 1])
+            pieces.append((idx[lo:hi] - starts[i],))
+        rows = self.collect(_blocks.block_rows, per_block=pieces)
+        return np.concatenate(rows, axis=0).astype(self.dtype, copy=False)
 
     def release(self):
         """Drop this object's references to the persisted blocks (Dask frees them when unused)."""
@@ -365,25 +380,62 @@ class ShardedData:
         self._recipes = []
 
 
-class ShardedKernel:
-    """``K = k(X, Z)`` over :class:`ShardedData`: the block products of one kernel and centers.
+class ShardedOperator:
+    """``K = k(X, Z)`` over :class:`ShardedData`: the kernel operator of data on a cluster.
 
-    The methods mirror :mod:`nyhopt.ops` (and :class:`nyhopt.ops.cached.CachedKernel`),
-    with the data implicit.  ``n``-sized operands are :data:`TARGETS` (the
-    persisted targets); ``m``-sized ones are NumPy arrays on the driver.
+    The interface of :class:`nyhopt.ops.operator.KernelOperator` (see there),
+    so that :func:`~nyhopt.solvers.falkon.falkon_operator_solve` and
+    :class:`~nyhopt.objectives.stoch_prop.StochasticProp` run on it
+    unchanged; every pass is one task per row block on the worker holding it,
+    and one reduction of float64 partials.  ``n``-sized operands are
+    :data:`TARGETS` (the persisted targets) or the kept ``u`` of
+    :meth:`fit_pass`; ``m``-sized ones are NumPy arrays on the driver.
     Results of shape ``(m, k)`` are float64 NumPy arrays on the driver; ``K V``
     is a dask array whose blocks stay on the workers.
+
+    Parameters
+    ----------
+    data : ShardedData
+    kernel : Kernel
+    Z : array (m, d)
+        Centers (CuPy ones are copied to the host), cast to the data dtype.
+    gram : {"auto", True, False}, default "auto"
+        The Gram route: :meth:`form_gram` makes one pass in which every
+        block returns its ``m x m`` partial of :math:`K^T K` (and of
+        :math:`K^T Y`), summed by the reducer; later normal products are
+        :math:`G V` on the driver, with no pass.  ``True`` forms it at the
+        first normal product; ``"auto"`` and ``False`` stream (an ``m x m``
+        float64 partial per block costs network and memory that the CPU
+        rule of :func:`~nyhopt.ops.operator.gram_pays` does not price).
+    owns_data : bool, default False
+        :meth:`close` releases ``data``.
     """
 
-    def __init__(self, data, kernel, Z):
+    xp = np
+    engine = "pool"  # the driver does m x m work only
+
+    def __init__(self, data, kernel, Z, *, gram="auto", owns_data=False):
+        from ..ops.operator import _check_policy
+
         if not isinstance(kernel, Kernel):
             raise TypeError(f"kernel must be a Kernel, got {type(kernel).__name__}")
         Z = np.asarray(Z.get() if hasattr(Z, "get") else Z)
         if Z.ndim != 2 or Z.shape[1] != data.d:
             raise ValueError(f"Z must have shape (m, {data.d}), got {Z.shape}")
         self.data, self.kernel = data, kernel
+        self.Z = check_matrix(Z, "Z", np, dtype=data.dtype, n_features=data.d)
         self.shape = (data.n, Z.shape[0])
-        self._shared = data.broadcast((kernel, Z))
+        self.dtype = data.dtype
+        self.passes = 0
+        self.gram = self.gram_rhs = None
+        self.gram_policy = _check_policy(gram, "gram")
+        self._owns = owns_data
+        self._shared = data.broadcast((kernel, self.Z))
+
+    def close(self):
+        """Release the data if this operator owns them (built from dask arrays for one solve)."""
+        if self._owns:
+            self.data.release()
 
     def _check_u(self, U):
         if U is None:
@@ -394,6 +446,11 @@ class ShardedKernel:
             raise ValueError("these data have no targets y")
         return True
 
+    def check_targets(self, Y, name="Y"):
+        """``(TARGETS, p)``: the only ``n``-sized operand of this placement is the persisted targets."""
+        self._check_u(Y)
+        return Y, self.data.p
+
     def _v(self, V, name="V"):
         V = np.asarray(V.get() if hasattr(V, "get") else V)
         V2 = V[:, None] if V.ndim == 1 else V
@@ -401,10 +458,28 @@ class ShardedKernel:
             raise ValueError(f"{name} must have {self.shape[1]} rows, got shape {V.shape}")
         return V2
 
+    def form_gram(self, U=None):
+        """Form :math:`G = K^T K` now: one pass, one ``m x m`` partial per block; returns ``K^T U`` or None."""
+        use_y = self._check_u(U)
+        self.gram, KtU = self.data.reduce(_blocks.block_gram, self._shared, use_y)
+        self.passes += 1
+        self.gram_rhs = KtU
+        return KtU
+
     def normal_matvec(self, V, U=None, kv=False):
         """``(K^T K V, K^T U or None)`` (float64, m x k), plus ``K V`` as a dask array when ``kv``."""
-        use_y = self._check_u(U)
         V2 = self._v(V)
+        KtU = None
+        if self.gram is None and self.gram_policy is True:
+            KtU = self.form_gram(U)
+            U = None
+        if self.gram is not None:
+            KtKV = self.gram @ V2.astype(np.float64, copy=False)
+            if U is not None:
+                KtU = self.kmtv(U)
+            return (KtKV, KtU, self.kmv(V2)) if kv else (KtKV, KtU)
+        use_y = self._check_u(U)
+        self.passes += 1
         out = self.data.reduce(_blocks.block_normal, self._shared, self.data.operand(V2), use_y, kv, keep=kv)
         if not kv:
             return out
@@ -414,10 +489,65 @@ class ShardedKernel:
     def kmtv(self, U=TARGETS):
         """``K^T U`` (float64, m x p) for ``U = TARGETS``."""
         self._check_u(U)
+        self.passes += 1
         return self.data.reduce(_blocks.block_kmtv, self._shared)[0]
 
     def kmv(self, V):
         """``K V`` as a dask array (n, k) whose blocks stay on the workers."""
         V2 = self._v(V)
+        self.passes += 1
         futs = self.data.map_blocks(_blocks.block_kmv, self._shared, self.data.operand(V2))
         return self.data.as_dask_array(futs, V2.shape[1], self.data.dtype)
+
+    def rows(self, idx):
+        """Rows ``idx`` (sorted int64 host indices) of ``X``, gathered on the driver."""
+        return self.data.rows(idx)
+
+    def fit_pass(self, a, W, normal, plain=False):
+        """:meth:`KernelOperator.fit_pass <nyhopt.ops.operator.KernelOperator.fit_pass>` on the workers.
+
+        ``W`` is :data:`TARGETS`; ``u`` stays on the workers (a kept result
+        for :meth:`residual_cotangent`).  With the Gram matrix and
+        ``K^T W`` from its pass, :math:`K^T u = G a` and the pass only forms ``u``.
+        """
+        from ..ops.operator import FitPass
+
+        self._check_u(W)
+        a = np.asarray(a)
+        from_gram = normal and self.gram is not None and self.gram_rhs is not None
+        sums, u = self.data.reduce(_blocks.block_u_pass, self._shared, self.data.operand(a),
+                                   normal and not from_gram, plain, keep=True)
+        self.passes += 1
+        if from_gram:
+            sums = (self.gram @ a.astype(np.float64, copy=False), self.gram_rhs) + tuple(sums[2:])
+        return FitPass(u, *sums)
+
+    def residual_cotangent(self, W, fit, beta, a, extra=None):
+        """The cotangent ``P Q^T``, ``P = 2 (W - u) diag(beta)``, ``Q = a``, contracted on the workers."""
+        if extra is not None:
+            raise ValueError("the Hutchinson trace gap needs n-sized work on the driver; use trace_estimator='rows'")
+        return ShardedCotangent(self, fit.u, np.asarray(beta), np.asarray(a))
+
+
+#: The name of :class:`ShardedOperator` before it served every pass of a solve.
+ShardedKernel = ShardedOperator
+
+
+class ShardedCotangent:
+    """A cotangent ``P Q^T`` on ``k(X, Z)`` whose ``P`` is built on the workers from the kept ``u``.
+
+    :meth:`contract` is the low-rank adjoint pass (one task per block, one
+    reduction); :func:`nyhopt.objectives._base.params_gradient` calls it.
+    """
+
+    def __init__(self, op, u, beta, a):
+        self.op, self.u, self.beta, self.a = op, u, beta, a
+
+    def contract(self, kernel, Z, wrt):
+        """``KernelGrad`` (lengthscale, centers; NumPy float64) of ``<P Q^T, k(X, Z)>``."""
+        data = self.op.data
+        g_ell, g_z = data.reduce(_blocks.block_adjoint, self.op._shared, self.beta, data.operand(self.a),
+                                 tuple(wrt), self.u)
+        kg = KernelGrad(g_ell, g_z, None)
+        check_finite_grad(kg, np)
+        return kg

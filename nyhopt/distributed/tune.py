@@ -9,7 +9,8 @@ driver:
   (the encoded targets stay a lazy dask array, persisted by the objective);
 * the centers are the rows of a seeded random subset, gathered by index
   (``m x d``); the median heuristic uses a gathered subsample of rows;
-* the objective is :class:`~nyhopt.distributed.stoch_prop.DaskStochasticProp`;
+* the objective is :class:`~nyhopt.objectives.stoch_prop.StochasticProp` on a
+  :class:`~nyhopt.distributed.sharded.ShardedOperator`;
   the final model is fitted by the distributed Falkon solver.
 
 Classification targets and ``validation`` as a fraction are refused (a
@@ -28,7 +29,7 @@ from ..kernels import Kernel, make_kernel
 from ..params import Params
 from ..optim._targets import TargetEncoding
 from ..optim.tune import _initial_params
-from ._detect import is_dask_array
+from ._detect import is_dask_array, refuse_dask_objective
 from . import _blocks
 from .estimator import _predict_block
 from .falkon import falkon_solve_sharded
@@ -119,10 +120,7 @@ def setup_dask(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, r
     """
     from ..optim.tune import _build_objective
 
-    if str(objective).strip().lower().replace("_", "-") != "stoch-prop":
-        from ._detect import dask_objective_class
-
-        dask_objective_class(objective)  # raises, naming "stoch-prop"
+    refuse_dask_objective(objective)  # the exact objectives raise, naming "stoch-prop"
     client = resolve_client(client)
     if solver not in ("auto", "falkon"):
         raise ValueError(f"solver={solver!r} does not take dask arrays (it forms n x m matrices on one "

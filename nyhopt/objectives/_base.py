@@ -279,7 +279,9 @@ def params_gradient(kernel, Z, cotangents, params, wrt=WRT_ALL, xp=np) -> Params
     kwrt = tuple(name for name in ("lengthscale", "centers") if name in wrt)
     if kwrt:
         for block in cotangents.nm:
-            if block.G is not None:
+            if hasattr(block, "contract"):  # a placement's own cotangent (nyhopt.ops.operator)
+                kg = block.contract(kernel, Z, kwrt)
+            elif block.G is not None:
                 kg = adjoint_dense(kernel, block.X, Z, block.G, wrt=kwrt)
             elif block.products or block.KT is not None:
                 kg = adjoint_factored(kernel, block.X, Z, block.products, block.P, block.Q, KT=block.KT, wrt=kwrt)

@@ -100,6 +100,7 @@ The trace gap uses :math:`\tilde K_{mm} = K_{mm} + \epsilon I` like ``prop``.
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import warnings
@@ -110,11 +111,14 @@ import numpy as np
 from ..ops import kernel_matrix
 from ..ops.cached import cache_storage, check_cache_policy
 from ..ops.half import STORAGE as STORAGE_16
-from ..ops.operator import KernelOperator, gram_pays
+from ..ops.operator import FitPass, KernelOperator, column_stats, gram_pays  # noqa: F401 (column_stats: public here before)
 from ._exact import gram, solve_lower_inplace
 from ..solvers import jitter
 from ..solvers._linalg import add_to_diagonal, cholesky_upper, solve_triangular
-from ..solvers.falkon import ConvergenceWarning, FalkonPreconditioner, falkon_solve
+from ..placement import kernel_operator, place_data
+from ..solvers.falkon import ConvergenceWarning, FalkonPreconditioner, falkon_operator_solve
+from .._validation import check_positive, reject_bool
+from ..kernels import make_kernel
 from ._base import Cotangents, Evaluation, KernelCotangent, Objective
 from ._trace import (
     PROBE_KINDS,
@@ -208,29 +212,6 @@ def _choice(value, name, options):
     if value not in options:
         raise ValueError(f"{name} must be one of {options}, got {value!r}")
     return value
-
-
-class _UPass(NamedTuple):
-    """What the pass ``u = Knm a`` returns: ``u`` (or a handle to it), the normal products, statistics."""
-
-    u: object
-    KtKa: object
-    KtW: object
-    wu: object  # sum_i W_ij u_ij per column (float64)
-    uu: object  # sum_i u_ij^2
-    rr: object  # sum_i (W_ij - u_ij)^2
-    ww: object  # sum_i W_ij^2
-
-
-def column_stats(W, u, xp, plain=False):
-    """Per-column float64 sums ``(W.u, u.u, (W-u).(W-u), W.W or None)`` of ``W`` and ``u = Knm a``.
-
-    ``W.W`` only when ``plain`` (the plain value form needs it, the energy form does not).
-    """
-    W64, u64 = W.astype(xp.float64, copy=False), u.astype(xp.float64, copy=False)
-    r = W64 - u64
-    return (xp.sum(W64 * u64, axis=0), xp.sum(u64 * u64, axis=0), xp.sum(r * r, axis=0),
-            xp.sum(W64 * W64, axis=0) if plain else None)
 
 
 def trace_rows(n, m, n_rows=None):
@@ -421,14 +402,17 @@ class StochasticProp(Objective):
 
     def _cpu_engine(self, params):
         """Streaming passes: Numba owns the cores; matrix products (held kernel, Gram matrix): nyhopt's pool."""
+        if self.data is not None:
+            return self.data.driver_engine
         cache, gram = self._routes(params.n_centers)
         return "pool" if cache is not None or gram else "numba"
 
     def _operator(self, kernel, Z):
-        """The :class:`~nyhopt.ops.operator.KernelOperator` of one evaluation (a hook: None on Dask)."""
+        """The kernel operator of one evaluation (:func:`nyhopt.placement.kernel_operator`)."""
         cache, gram = self._routes(Z.shape[0])
         held = False if cache is None else ("float16" if cache == STORAGE_16 else True)
-        return KernelOperator(kernel, self.X, Z, cache=held, gram=True if gram else self.gram)
+        source = self.X if self.data is None else self.data
+        return kernel_operator(kernel, source, Z, cache=held, gram=True if gram else self.gram)[0]
 
     def __init__(
         self,
@@ -452,7 +436,14 @@ class StochasticProp(Objective):
         gram="auto",
         noise_variance=1.0,
         random_state=None,
+        client=None,
     ):
+        self.data = place_data(X, y, client=client)
+        if self.data is not None:
+            self._init_sharded(y, kernel, n_probes, probes, trace_estimator, effective_dimension_estimator,
+                               sketch_size, n_rows, tol, maxiter, warm_start, normalization, value_form, gradient,
+                               kernel_cache, gram, noise_variance, random_state)
+            return
         super().__init__(X, y, kernel, noise_variance=noise_variance, random_state=random_state)
         self._set_options(n_probes, probes, trace_estimator, effective_dimension_estimator, sketch_size,
                           n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, kernel_cache,
@@ -478,6 +469,60 @@ class StochasticProp(Objective):
         self._rows_cache = None
         self.last_solve = None
         self.last_terms = None
+
+    def _init_sharded(self, y, kernel, n_probes, probes, trace_estimator, effective_dimension_estimator,
+                      sketch_size, n_rows, tol, maxiter, warm_start, normalization, value_form, gradient,
+                      kernel_cache, gram, noise_variance, random_state):
+        """The objective on data persisted on a cluster (``self.data``): probes drawn on the workers."""
+        for name, value, ok in (("effective_dimension_estimator", effective_dimension_estimator, "hutchinson"),
+                                ("trace_estimator", trace_estimator, "rows")):
+            if value != ok:
+                raise ValueError(f"{name}={value!r} is not available on dask arrays (it needs n-sized work on "
+                                 f"the driver); use {name}={ok!r}")
+        if kernel_cache is not False and not (isinstance(kernel_cache, str) and kernel_cache == "auto"):
+            raise ValueError(f"kernel_cache={kernel_cache!r} is not available on dask arrays (the passes "
+                             "stream on the workers); use kernel_cache='auto' or False")
+        data = self.data
+        if data.p == 0:
+            raise ValueError("y is None; stoch-prop needs targets")
+        from ..distributed._blocks import block_with_probes  # optional dependency: only with data on a cluster
+        from ..distributed.sharded import TARGETS
+        from ._trace import derive_seed as _seed
+
+        self.n, self.p, self._y_was_1d = data.n, data.p, getattr(y, "ndim", 2) == 1
+        self.xp = np
+        self.X = np.empty((0, data.d), dtype=data.dtype)  # the rows are on the workers
+        self.kernel = make_kernel(kernel)
+        self.noise_variance = check_positive(noise_variance, "noise_variance")
+        self.random_state = reject_bool(random_state, "random_state")
+        self._set_options(n_probes, probes, trace_estimator, effective_dimension_estimator, sketch_size,
+                          n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, False, gram)
+        if self.gram == "auto":  # on a cluster the Gram route is asked for (ShardedOperator); "auto" streams
+            self.gram = False
+        self.seed = _seed(random_state)
+        t = self.n_probes
+        self.data = data.derive(block_with_probes, self.seed, t, self.probe_kind, STREAM_PROBES,
+                                per_block=[(s,) for s in data.row_starts])
+        data.release()
+        self.probes = TraceProbes(None, np.full(t, 1.0 / t), "hutchinson", 0)
+        self._W = TARGETS  # [R | Y], persisted with the rows
+        self._G = None
+        self._beta = None
+        self._rows_cache = None
+        self.last_solve = None
+        self.last_terms = None
+
+    def release(self):
+        """Drop data persisted on a cluster (the objective cannot be evaluated afterwards)."""
+        if self.data is not None:
+            self.data.release()
+
+    def _run(self, params, wrt, need_grad, return_ctx=False):
+        # On a cluster the driver's m x m work is on the host: CuPy centers (m x d) come over once,
+        # and the gradient is a NumPy Params whatever the chunks hold.
+        if self.data is not None and hasattr(params.centers, "get"):
+            params = params.replace(centers=params.centers.get())
+        return super()._run(params, wrt, need_grad, return_ctx)
 
     def _set_options(self, n_probes, probes, trace_estimator, effective_dimension_estimator, sketch_size,
                      n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, kernel_cache,
@@ -546,11 +591,18 @@ class StochasticProp(Objective):
         self._W = self._stack(self.probes)
         self._beta = None
 
-    def _rows(self, m):
+    def _rows(self, m, op=None):
+        """The trace gap's sampled rows ``X_Q`` on the driver (kept while ``q`` stays the same).
+
+        ``op`` (the evaluation's kernel operator) gathers them; without one, the data's placement does.
+        """
         q = trace_rows(self.n, m, self.n_rows)
         if self._rows_cache is None or self._rows_cache[0] != q:
             idx = row_sample(self.seed, self.n, q)
-            self._rows_cache = (q, self.X[self.xp.asarray(idx)])
+            if op is None:
+                op = self.data if self.data is not None else KernelOperator(self.kernel, self.X, self.X[:1],
+                                                                            cache=False, gram=False)
+            self._rows_cache = (q, op.rows(idx))
         return self._rows_cache[1]
 
     # -- the estimator ------------------------------------------------------------------------------
@@ -588,43 +640,10 @@ class StochasticProp(Objective):
             return 2.0 * beta - prev
         return beta
 
-    def _u_pass(self, kernel, Z, a, whitened, op):
-        """The pass ``u = Knm a`` with its column statistics (and ``Knm^T u``, ``Knm^T W`` if ``whitened``).
-
-        With the Gram matrix and ``Knm^T W`` from its pass, ``Knm^T u = G a`` needs no pass.
-        """
-        xp, X, W = self.xp, self.X, self._W
-        a_dt = a.astype(X.dtype, copy=False)
-        KtKa = KtW = None
-        if whitened and op.gram is not None and op.gram_rhs is not None:
-            u, KtKa, KtW = op.kmv(a_dt), op.gram @ a.astype(xp.float64, copy=False), op.gram_rhs
-        elif whitened:
-            KtKa, KtW, u = op.normal_matvec(a_dt, W, kv=True)
-        else:
-            u = op.kmv(a_dt)
-        return _UPass(u, KtKa, KtW, *column_stats(W, u, xp, self.value_form == "plain"))
-
-    def _data_cotangent(self, st, beta, a, extra=None):
-        """Cotangent ``P Q^T`` on ``k(X, Z)``: ``P = 2 (W - u) diag(beta)``, ``Q = a``.
-
-        ``extra = (omega, Gam)`` appends the columns ``V diag(omega)`` to ``P``
-        and ``Gam`` to ``Q`` (Hutchinson's trace gap).
-        """
-        xp, X, W = self.xp, self.X, self._W
-        f64 = xp.float64
-        P = (2.0 * (W.astype(f64, copy=False) - st.u.astype(f64, copy=False))) * beta[None, :]
-        Q = a
-        if extra is not None:
-            omega, Gam = extra
-            k = omega.shape[0]
-            P = xp.concatenate([P, W[:, :k].astype(f64) * omega[None, :]], axis=1)
-            Q = xp.concatenate([a, Gam], axis=1)
-        return KernelCotangent(X, P=P.astype(X.dtype, copy=False), Q=Q.astype(X.dtype, copy=False))
-
     def _falkon(self, kernel, Z, lam, W, beta0, precond, rhs, op):
-        """The Falkon solve with right-hand sides ``Knm^T W`` (a hook: the Dask path solves on the cluster)."""
-        return falkon_solve(kernel, self.X, Z, W, lam, tol=self.tol, maxiter=self.maxiter, beta0=beta0,
-                            precond=precond, rhs=rhs, warn=False, cache=op)
+        """The Falkon solve with right-hand sides ``Knm^T W`` on the evaluation's operator."""
+        return falkon_operator_solve(op, W, lam, tol=self.tol, maxiter=self.maxiter, beta0=beta0,
+                                     precond=precond, rhs=rhs, warn=False)
 
     def _trace_gap(self, kernel, Z, rhs, weights, k):
         """``T = Tr(Knn - Kt)`` and what its cotangents need."""
@@ -633,7 +652,7 @@ class StochasticProp(Objective):
         Kmm = kernel_matrix(kernel, Z).astype(f64)
         Lt = cholesky_upper(add_to_diagonal(Kmm, jitter(X.dtype), xp), xp, "Kmm + jitter*I")
         if self.trace_estimator == "rows":
-            XQ = self._rows(Z.shape[0])
+            XQ = self._rows_cache[1]  # sampled by _evaluate (op.rows)
             # L^{-1} K_mQ on the C-ordered (m, q) block (column ranges on the worker pool)
             AQ = solve_lower_inplace(Lt.T, kernel_matrix(kernel, Z, XQ).astype(f64), xp)
             T = (float(xp.sum(kernel.diag(XQ).astype(f64))) - float(xp.sum(AQ * AQ))) * (n / XQ.shape[0])
@@ -657,15 +676,17 @@ class StochasticProp(Objective):
         weights = xp.asarray(probes.weights, dtype=f64)
 
         # With the Gram matrix the solve's right-hand sides Knm^T W come with it, in one pass.
-        rhs = op.form_gram(W) if op is not None and op.gram_policy is True else None
+        rhs = op.form_gram(W) if op.gram_policy is True else None
         a, precond, rhs = self._solve(kernel, Z, lam, W, op, rhs)
 
         # Quadratic forms from u = Knm a; the whitened gradient's Knm^T (W - u) comes from the same pass.
         whitened = ctx.need_grad and self.gradient == "whitened"
-        st = self._u_pass(kernel, Z, a, whitened, op)
-        if op is not None:  # the adjoint pass of the gradient counts one more
-            self.last_solve = self.last_solve._replace(passes=op.passes + int(ctx.need_grad))
-        del op  # a held n x m kernel is not needed by the adjoint (it evaluates the kernel derivative)
+        st = op.fit_pass(a, W, whitened, self.value_form == "plain")
+        self.last_solve = self.last_solve._replace(passes=op.passes + int(ctx.need_grad))  # + the adjoint pass
+        if self.trace_estimator == "rows":
+            self._rows(Z.shape[0], op)
+        cotangent = functools.partial(op.residual_cotangent, W, st)
+        op.close()  # a held n x m kernel is not needed by the adjoint (it evaluates the kernel derivative)
         b = precond.T @ a  # whitened coefficients; ||b_j||^2 = a_j^T (Kmm + eps m I) a_j
         bb = xp.sum(b * b, axis=0)
         if self.value_form == "energy":
@@ -711,6 +732,6 @@ class StochasticProp(Objective):
             Gam = solve_triangular(Lt, A_T, xp)  # (Kmm + eps I)^{-1} Kmn v_j
             extra = ((-2.0 * gamma_T) * weights, Gam)
             G_mm = G_mm + gamma_T * ((Gam * weights[None, :]) @ Gam.T)
-        nm.insert(0, self._data_cotangent(st, beta, a, extra))
+        nm.insert(0, cotangent(beta, a, extra))
         return Evaluation(terms, Cotangents(nm=tuple(nm), mm=0.5 * (G_mm + G_mm.T), penalty=g_lam,
                                             log_penalty=g_log_lam))

@@ -52,16 +52,19 @@ Examples
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .._threads import cpu_threads
+from .._validation import check_targets
 from ..backend import get_namespace, is_cupy_namespace
-from . import kmtv, kmv, normal_matvec
+from . import adjoint_lowrank, kmtv, kmv, normal_matvec
 from .cached import CachedKernel, cache_storage
 from . import gram as _gram
 from .gram import gram_matrix
 
-__all__ = ["KernelOperator", "GRAM_GAIN", "gram_pays", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S",
+__all__ = ["KernelOperator", "FitPass", "LowRankCotangent", "column_stats", "GRAM_GAIN", "gram_pays", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S",
            "GPU_GRAM64_S", "GPU_PRODUCT_S", "GPU_GRAM_BYTES"]
 
 #: Ratio of the machine's speed on the Gram matrix's rank updates to its speed on the
@@ -125,6 +128,52 @@ def gram_pays(m, k, products, xp=np, *, dtype=np.float32, held=False, free_bytes
     return products * (e + GPU_PRODUCT_S * k) >= e + a * m
 
 
+class FitPass(NamedTuple):
+    """What the fit pass ``u = K a`` returns (:meth:`KernelOperator.fit_pass`).
+
+    ``u`` is ``K a`` (n x k, data dtype; on the workers for a sharded
+    operator); ``KtKa``, ``KtW`` are :math:`K^T u`, :math:`K^T W` (m x k,
+    None unless ``normal``); ``wu``, ``uu``, ``rr``, ``ww`` are the float64
+    per-column sums of :func:`column_stats`.
+    """
+
+    u: object
+    KtKa: object
+    KtW: object
+    wu: object
+    uu: object
+    rr: object
+    ww: object
+
+
+class LowRankCotangent(NamedTuple):
+    """A cotangent ``P Q^T`` on ``k(X, Z)`` that contracts itself (:meth:`contract`).
+
+    What :meth:`KernelOperator.residual_cotangent` returns;
+    :func:`nyhopt.objectives._base.params_gradient` calls :meth:`contract`
+    on any cotangent block that has one (the sharded operator's runs on the workers).
+    """
+
+    X: object
+    P: object
+    Q: object
+
+    def contract(self, kernel, Z, wrt):
+        """:math:`\\partial \\langle P Q^T, k(X, Z)\\rangle` w.r.t. ``wrt`` (a KernelGrad), one adjoint pass."""
+        return adjoint_lowrank(kernel, self.X, Z, self.P, self.Q, wrt=wrt)
+
+
+def column_stats(W, u, xp, plain=False):
+    """Per-column float64 sums ``(W.u, u.u, (W-u).(W-u), W.W or None)`` of ``W`` and ``u = K a``.
+
+    ``W.W`` only when ``plain`` (the plain value form needs it, the energy form does not).
+    """
+    W64, u64 = W.astype(xp.float64, copy=False), u.astype(xp.float64, copy=False)
+    r = W64 - u64
+    return (xp.sum(W64 * u64, axis=0), xp.sum(u64 * u64, axis=0), xp.sum(r * r, axis=0),
+            xp.sum(W64 * W64, axis=0) if plain else None)
+
+
 def _check_policy(value, name):
     if isinstance(value, str):
         if value != "auto":
@@ -137,6 +186,22 @@ def _check_policy(value, name):
 
 class KernelOperator:
     """Products with :math:`K = k(X, Z)` for one solve; see the module notes.
+
+    This is the in-memory placement of the kernel operator interface that
+    :func:`nyhopt.solvers.falkon.falkon_operator_solve` and
+    :class:`~nyhopt.objectives.stoch_prop.StochasticProp` run on; the sharded
+    one is :class:`nyhopt.distributed.sharded.ShardedOperator`, and
+    :func:`nyhopt.placement.kernel_operator` picks between them.  The interface:
+
+    * attributes ``kernel``, ``Z`` (m, d), ``shape`` ``(n, m)``, ``dtype``
+      (of the data), ``xp`` (array module of the driver's ``m``-sized work),
+      ``engine``, ``passes``, ``gram``, ``gram_rhs``, ``gram_policy``;
+    * :meth:`check_targets` (an ``n``-sized operand ``U`` of this placement),
+      :meth:`kmv`, :meth:`kmtv`, :meth:`normal_matvec` (with extra
+      right-hand sides), :meth:`form_gram` (the Gram pass),
+      :meth:`fit_pass` (``u = K a`` with its column sums),
+      :meth:`residual_cotangent` (the low-rank adjoint pass's cotangent),
+      :meth:`rows` (a row sample, on the driver).
 
     Parameters
     ----------
@@ -190,6 +255,61 @@ class KernelOperator:
     @property
     def shape(self):
         return (self.X.shape[0], self.Z.shape[0])
+
+    @property
+    def dtype(self):
+        """dtype of the data (and of ``V`` in the products)."""
+        return self.X.dtype
+
+    def check_targets(self, Y, name="Y"):
+        """``Y`` validated as an ``n``-sized operand (n, k) of the data dtype; returns ``(Y, k)``."""
+        Y, _ = check_targets(Y, name, self.shape[0], self.xp, dtype=self.X.dtype)
+        return Y, int(Y.shape[1])
+
+    def close(self):
+        """Drop a held kernel and the Gram matrix (the arrays belong to the caller); products stream after."""
+        self.cache = None
+        self.gram = self.gram_rhs = None
+
+    def rows(self, idx):
+        """Rows ``idx`` (sorted int64 host indices) of ``X``, on the driver."""
+        return self.X[self.xp.asarray(idx)]
+
+    def fit_pass(self, a, W, normal, plain=False):
+        """The pass ``u = K a`` with :func:`column_stats` of ``(W, u)`` (a :class:`FitPass`).
+
+        With ``normal`` it also gives :math:`K^T u` and :math:`K^T W` in the
+        same pass; with the Gram matrix and ``K^T W`` from its pass,
+        :math:`K^T u = G a` needs no pass.
+        """
+        xp = self.xp
+        a_dt = a.astype(self.X.dtype, copy=False)
+        KtKa = KtW = None
+        if normal and self.gram is not None and self.gram_rhs is not None:
+            u, KtKa, KtW = self.kmv(a_dt), self.gram @ a.astype(xp.float64, copy=False), self.gram_rhs
+        elif normal:
+            KtKa, KtW, u = self.normal_matvec(a_dt, W, kv=True)
+        else:
+            u = self.kmv(a_dt)
+        return FitPass(u, KtKa, KtW, *column_stats(W, u, xp, plain))
+
+    def residual_cotangent(self, W, fit, beta, a, extra=None):
+        """Cotangent ``P Q^T`` on :math:`K`: ``P = 2 (W - u) diag(beta)``, ``Q = a`` (``u`` of ``fit``).
+
+        ``extra = (omega, Gam)`` appends the columns ``W[:, :k] diag(omega)``
+        to ``P`` and ``Gam`` to ``Q``.  Contracted by
+        :func:`nyhopt.objectives._base.params_gradient` (the low-rank adjoint pass).
+        """
+        xp, X = self.xp, self.X
+        f64 = xp.float64
+        P = (2.0 * (W.astype(f64, copy=False) - fit.u.astype(f64, copy=False))) * beta[None, :]
+        Q = a
+        if extra is not None:
+            omega, Gam = extra
+            k = omega.shape[0]
+            P = xp.concatenate([P, W[:, :k].astype(f64) * omega[None, :]], axis=1)
+            Q = xp.concatenate([a, Gam], axis=1)
+        return LowRankCotangent(X, P.astype(X.dtype, copy=False), Q.astype(X.dtype, copy=False))
 
     @property
     def engine(self):

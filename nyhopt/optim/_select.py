@@ -292,7 +292,9 @@ def tune_by_validation(tune, options):
                          f"({_VALIDATION_KINDS})")
     X, y = options["X"], options["y"]
     if any_dask_array(X, y):
-        refuse_dask_objective(names[0])
+        refuse_dask_objective(names[0])  # an exact candidate: named in the error
+        raise ValueError("choosing the objective among candidates by validation error needs the rows on one "
+                         "machine; on dask arrays tune with objective='stoch-prop'")
 
     rng = as_generator(state)
     X, y = as_native(X, "X"), as_native(y, "y")

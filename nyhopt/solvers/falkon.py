@@ -45,17 +45,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import check_matrix, check_positive, check_real, check_targets
+from .._validation import check_matrix, check_positive, check_real
 from .._threads import cpu_threads
 from ..backend import get_namespace
-from ..distributed._detect import is_dask_array
 from ..ops import kernel_matrix
-from ..ops.operator import KernelOperator
 from ._jitter import jitter
 from ._linalg import add_to_diagonal, cholesky_upper, solve_triangular
 from .cg import CGResult, conjugate_gradient
 
-__all__ = ["FalkonPreconditioner", "FalkonResult", "falkon_solve", "ConvergenceWarning"]
+__all__ = ["FalkonPreconditioner", "FalkonResult", "falkon_solve", "falkon_operator_solve", "falkon_cg",
+           "check_iter_args", "is_kernel_operator", "ConvergenceWarning"]
 
 
 class ConvergenceWarning(UserWarning):
@@ -182,7 +181,8 @@ class FalkonPreconditioner:
         return f"FalkonPreconditioner(m={self.m}, n={self.n}, penalty={self.penalty!r}, eps={self.eps!r})"
 
 
-def _check_iter_args(tol, maxiter):
+def check_iter_args(tol, maxiter):
+    """``(tol, maxiter)`` of an iterative solve, checked (``tol >= 0`` real, ``maxiter >= 0`` integer)."""
     tol = check_real(tol, "tol", low=0.0)
     if isinstance(maxiter, bool) or not isinstance(maxiter, (int, np.integer)) or maxiter < 0:
         raise ValueError(f"maxiter must be an integer >= 0, got {maxiter!r}")
@@ -270,51 +270,87 @@ def falkon_solve(kernel, X, Z, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None,
     >>> res.alpha.shape, res.cg.converged
     ((20, 1), True)
     """
-    if is_dask_array(X) or is_dask_array(Y):
-        from ..distributed.falkon import falkon_solve_dask
+    from ..placement import kernel_operator  # the one place that reads where the data live
 
-        return falkon_solve_dask(kernel, X, Z, Y, penalty, tol=tol, maxiter=maxiter, beta0=beta0,
-                                 precond=precond, rhs=rhs, warn=warn)
-    xp = get_namespace(X, Z, Y, beta0, rhs)
-    X = check_matrix(X, "X", xp)
-    Z = check_matrix(Z, "Z", xp, dtype=X.dtype, n_features=X.shape[1])
-    if isinstance(cache, KernelOperator):
-        op = cache
+    if is_kernel_operator(cache):
+        op, owned = cache, False
         if tuple(op.shape) != (X.shape[0], Z.shape[0]):
             raise ValueError(f"cache is an operator for a {tuple(op.shape)} kernel matrix, "
                              f"expected {(X.shape[0], Z.shape[0])}")
         start = op.passes
     else:
-        op = KernelOperator(kernel, X, Z, cache=False if cache is None else cache, gram=gram)
-        start = 0  # the kernel evaluation of a cache made here counts
-    with cpu_threads(op.engine, xp):  # streaming: Numba owns the cores; matrix products: nyhopt's pool
-        res = _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, op)
+        op, Y = kernel_operator(kernel, X, Z, Y, cache=False if cache is None else cache, gram=gram,
+                                others=(beta0, rhs))
+        owned, start = True, 0  # the kernel evaluation of a cache made here counts
+    try:
+        res = falkon_operator_solve(op, Y, penalty, tol=tol, maxiter=maxiter, beta0=beta0, precond=precond,
+                                    rhs=rhs, warn=warn, _stacklevel=5)
+    finally:
+        if owned:
+            op.close()
     return res._replace(passes=op.passes - start)
 
 
-def _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, op):
-    n, m = X.shape[0], Z.shape[0]
+def is_kernel_operator(obj) -> bool:
+    """Whether ``obj`` serves the passes of a solve (the interface of :class:`~nyhopt.ops.operator.KernelOperator`)."""
+    return all(hasattr(obj, name) for name in ("normal_matvec", "kmtv", "form_gram", "passes", "check_targets"))
+
+
+def falkon_operator_solve(op, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None, precond=None, rhs=None,
+                          warn=True, _stacklevel=4):
+    r"""Falkon on a kernel operator: :func:`falkon_solve` whatever holds the data.
+
+    Parameters
+    ----------
+    op : KernelOperator or ShardedOperator
+        The products with :math:`K_{nm}` (:func:`nyhopt.placement.kernel_operator`
+        picks one from the arrays); it carries the kernel and the centers.
+    Y : operand of ``op`` or None
+        The targets as ``op`` takes them (:meth:`~nyhopt.ops.operator.KernelOperator.check_targets`):
+        an (n, k) array in memory, ``TARGETS`` on a cluster.
+    penalty, tol, maxiter, beta0, precond, rhs, warn
+        As for :func:`falkon_solve`.
+
+    Returns
+    -------
+    FalkonResult
+        On the driver's array module (``op.xp``); ``passes`` is left 0.
+
+    Notes
+    -----
+    The CG loop, the preconditioner and every ``m x m`` and ``m x k``
+    operation run here, in float64; only the passes (``op.normal_matvec``,
+    ``op.kmtv``, ``op.form_gram``) touch the data.
+    """
+    xp = op.xp
+    with cpu_threads(op.engine, xp):  # streaming: Numba owns the cores; matrix products: nyhopt's pool
+        return _falkon_solve(op, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, _stacklevel)
+
+
+def _falkon_solve(op, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, stacklevel):
+    (n, m), kernel, Z = op.shape, op.kernel, op.Z
     penalty = check_positive(penalty, "penalty")
-    tol, maxiter = _check_iter_args(tol, maxiter)
+    tol, maxiter = check_iter_args(tol, maxiter)
     if Y is None and rhs is None:
         raise ValueError("give the targets Y or the right-hand side rhs")
+    ky = None
     if Y is not None:
-        Y, _ = check_targets(Y, "Y", n, xp, dtype=X.dtype)
+        Y, ky = op.check_targets(Y, "Y")
     if rhs is not None:
-        rhs = xp.asarray(rhs, dtype=np.float64)
+        rhs = xp.asarray(rhs.get() if xp is np and hasattr(rhs, "get") else rhs, dtype=np.float64)
         rhs = rhs.reshape(m, -1) if rhs.ndim == 1 else rhs
         if rhs.ndim != 2 or rhs.shape[0] != m:
             raise ValueError(f"rhs must have shape ({m}, k), got {tuple(rhs.shape)}")
-        if Y is not None and rhs.shape[1] != Y.shape[1]:
-            raise ValueError(f"rhs has {rhs.shape[1]} columns but Y has {Y.shape[1]}")
-    k = rhs.shape[1] if rhs is not None else Y.shape[1]
+        if Y is not None and rhs.shape[1] != ky:
+            raise ValueError(f"rhs has {rhs.shape[1]} columns but Y has {ky}")
+    k = rhs.shape[1] if rhs is not None else ky
     if beta0 is not None:
-        beta0 = xp.asarray(beta0, dtype=np.float64)
+        beta0 = xp.asarray(beta0.get() if xp is np and hasattr(beta0, "get") else beta0, dtype=np.float64)
         beta0 = beta0.reshape(m, -1) if beta0.ndim == 1 else beta0
         if beta0.shape != (m, k):
             raise ValueError(f"beta0 must have shape {(m, k)}, got {tuple(beta0.shape)}")
     if precond is None:
-        precond = FalkonPreconditioner(kernel, Z, penalty, n, dtype=X.dtype)
+        precond = FalkonPreconditioner(kernel, Z, penalty, n, dtype=op.dtype)
     elif precond.m != m or precond.n != n or precond.penalty != penalty:
         raise ValueError(
             f"precond was built for m={precond.m}, n={precond.n}, penalty={precond.penalty}, "
@@ -323,8 +359,8 @@ def _falkon_solve(kernel, X, Z, Y, penalty, tol, maxiter, beta0, precond, rhs, w
 
     if rhs is None and beta0 is None and op.gram is None and op.gram_policy is True:
         rhs = op.form_gram(Y)  # the right-hand side comes with the Gram pass
-    return _falkon_cg(op.normal_matvec, op.kmtv, Y, precond, n, X.dtype, penalty, tol, maxiter, beta0, rhs,
-                      warn, xp, gram=op.gram)
+    return falkon_cg(op.normal_matvec, op.kmtv, Y, precond, n, op.dtype, penalty, tol, maxiter, beta0, rhs,
+                     warn, xp, gram=op.gram, stacklevel=stacklevel)
 
 
 def preconditioned_gram(precond, gram, n, penalty, xp):
@@ -341,11 +377,12 @@ def preconditioned_gram(precond, gram, n, penalty, xp):
     return 0.5 * (W + W.T)
 
 
-def _falkon_cg(normal, kmtv_, Y, precond, n, dt, penalty, tol, maxiter, beta0, rhs, warn, xp, gram=None):
+def falkon_cg(normal, kmtv_, Y, precond, n, dt, penalty, tol, maxiter, beta0, rhs, warn, xp, gram=None,
+              stacklevel=4):
     """Falkon's CG on the driver over the passes ``normal(V, U)`` and ``kmtv_(U)``.
 
-    ``Y`` is only handed to those two, so another data layout (a Dask cluster,
-    :mod:`nyhopt.distributed.falkon`) can supply them; the rest runs here, in float64.
+    ``Y`` is only handed to those two (an operand of the operator that
+    serves them); the rest runs here, in float64.
     With ``gram`` (:math:`K^T K`, formed before the solve) the CG matrix is
     formed once (:func:`preconditioned_gram`) and the iterations make no pass.
     """
@@ -386,7 +423,7 @@ def _falkon_cg(normal, kmtv_, Y, precond, n, dt, penalty, tol, maxiter, beta0, r
             f"Falkon CG stopped at {why} after {cg.iterations} iterations (maxiter={maxiter}) with "
             f"relative residual {cg.residual_norms[-1]:.3g} > tol={tol:.3g}; increase maxiter or tol",
             ConvergenceWarning,
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
     alpha = precond.apply(cg.x)
     return FalkonResult(alpha, cg.x, cg)
