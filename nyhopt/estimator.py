@@ -21,7 +21,6 @@ outputs, computed on the GPU.
 """
 from __future__ import annotations
 
-import sys
 import warnings
 
 import numpy as np
@@ -33,6 +32,7 @@ from ._validation import check_labels, check_matrix, check_positive, check_real,
 from .backend import as_native, get_namespace, is_cupy_namespace
 from .kernels import GaussianKernel, Kernel, make_kernel
 from .ops import kmv
+from ._fitted import NotFittedError, check_fitted as _check_fitted
 from .distributed._detect import any_dask_array, is_dask_array
 from .solvers import ConvergenceWarning, direct_solve, falkon_solve
 
@@ -45,10 +45,6 @@ __all__ = [
 ]
 
 _SOLVERS = ("falkon", "direct")
-
-
-class NotFittedError(ValueError, AttributeError):
-    """An estimator was used before ``fit`` (a ``ValueError`` and an ``AttributeError``)."""
 
 
 class DataConversionWarning(UserWarning):
@@ -101,33 +97,6 @@ def _check_X(est, X, reset):
             f"{est.n_features_in_} features as input"
         )
     return check_matrix(X, "X", xp), xp
-
-
-def _not_fitted_error():
-    """``NotFittedError``, also an instance of scikit-learn's when the caller imported it.
-
-    scikit-learn is never imported here; if it is already loaded (the caller
-    uses it), the error also derives from ``sklearn.exceptions.NotFittedError``
-    so that ``except NotFittedError`` works in scikit-learn code.
-    """
-    sk = sys.modules.get("sklearn.exceptions")
-    base = getattr(sk, "NotFittedError", None)
-    if base is None or issubclass(NotFittedError, base):
-        return NotFittedError
-    if base not in _SK_NOT_FITTED:
-        _SK_NOT_FITTED[base] = type("NotFittedError", (NotFittedError, base), {"__module__": __name__})
-    return _SK_NOT_FITTED[base]
-
-
-_SK_NOT_FITTED = {}
-
-
-def _check_fitted(est):
-    if not hasattr(est, "alpha_"):
-        raise _not_fitted_error()(
-            f"This {type(est).__name__} instance is not fitted yet; call 'fit' with appropriate "
-            "arguments before using this estimator"
-        )
 
 
 # ----------------------------------------------------------------------------- common base

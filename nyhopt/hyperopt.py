@@ -27,7 +27,8 @@ from ._validation import check_labels, check_matrix
 from ._scaling import column_mean_std, standardize
 from .backend import get_namespace
 from .distributed._detect import is_dask_array
-from .estimator import DataConversionWarning, _as_array, _check_X, _not_fitted_error
+from ._fitted import not_fitted_error as _not_fitted_error
+from .estimator import DataConversionWarning, _as_array, _check_X
 
 __all__ = ["HyperoptKRR", "HyperoptKRRClassifier"]
 
@@ -130,7 +131,7 @@ class _HyperoptBase(EstimatorMixin):
         if any_dask_array(X, y):  # "stoch-prop" regression on the current Dask client
             from .distributed.tune import fit_hyperopt_dask
 
-            fit_hyperopt_dask(self, X, y, validation, callback)
+            fit_hyperopt_dask(self, X, y, validation, callback, tune=tune)
             self._check_feature_names(names, reset=True)
             return self
         X, xp = _check_X(self, X, reset=True)

@@ -67,3 +67,92 @@ def test_kernel_grad_keeps_its_public_names():
     assert nyhopt.KernelGrad is nyhopt.kernels.KernelGrad is nyhopt.ops.KernelGrad
     g = nyhopt.KernelGrad(None, None, None)
     assert pickle.loads(pickle.dumps(g)) == g
+
+
+# -- no import circles among nyhopt's modules ---------------------------------------------------------
+PACKAGE = ROOT / "nyhopt"
+ALL_FILES = sorted(PACKAGE.rglob("*.py"))
+
+
+def _module_graph(files=ALL_FILES, root=ROOT):
+    """Edges module -> the nyhopt modules its imports name, top-level and inside functions alike.
+
+    ``from a.b import c`` points at the module ``a.b.c`` when there is one, else at ``a.b``.  Every
+    import counts, including the ones inside functions that load dask only when dask arrays are given
+    (``nyhopt.placement``, ``nyhopt.estimator``): dask is an optional dependency and is imported late,
+    but the late import must still run downward, so it is no exception here.
+    """
+    names = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p for p in files}
+    graph = {}
+    for name, path in names.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        out = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[: len(base) - (node.level - 1)]
+                    stem = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    stem = node.module or ""
+                # ``from pkg import mod`` imports the module; ``from pkg import name`` the package
+                targets = [f"{stem}.{alias.name}" if f"{stem}.{alias.name}" in names else stem
+                           for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                while target and target not in names:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    out.add(target)
+        graph[name] = out
+    return graph
+
+
+def _circles(graph):
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_circle_finder_sees_a_function_level_circle(tmp_path):
+    pkg = tmp_path / "nyhopt"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "a.py").write_text("from .sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from .. import a\n")
+    (pkg / "sub" / "c.py").write_text("from . import b\n")
+    graph = _module_graph(sorted(pkg.rglob("*.py")), tmp_path)
+    assert _circles(graph) == [["nyhopt.a", "nyhopt.sub.b"]]
+
+
+def test_no_import_circles():
+    circles = _circles(_module_graph())
+    assert not circles, "import circles: " + "; ".join(" <-> ".join(c) for c in circles)

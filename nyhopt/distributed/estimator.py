@@ -16,7 +16,7 @@ from .. import ops
 from .._centers import select_centers
 from .._validation import check_matrix
 from ..backend import get_namespace, to_numpy
-from ..estimator import _check_fitted
+from .._fitted import check_fitted
 from ..solvers import ConvergenceWarning
 from ._detect import is_dask_array
 from .falkon import falkon_solve_sharded
@@ -81,7 +81,7 @@ def _predict_block(Xb, kernel, Z, alpha, mean, scale):
 
 def predict_dask(est, X):
     """Predictions of a fitted :class:`~nyhopt.NystromKRR` for a dask ``X``: a dask array."""
-    _check_fitted(est)
+    check_fitted(est)
     _check_dask_matrix(X)
     if X.shape[1] != est.n_features_in_:
         raise ValueError(

@@ -28,7 +28,7 @@ import numpy as np
 from ..kernels import Kernel, make_kernel
 from ..params import Params
 from ..optim._targets import TargetEncoding
-from ..optim.tune import _initial_params
+from ..optim._setup import build_objective, initial_params
 from ._detect import is_dask_array, refuse_dask_objective
 from . import _blocks
 from .estimator import _predict_block
@@ -118,8 +118,6 @@ def setup_dask(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, r
         Bad input (named), an exact objective, ``solver="direct"``,
         classification, ``validation`` as a fraction, a closed ``client``.
     """
-    from ..optim.tune import _build_objective
-
     refuse_dask_objective(objective)  # the exact objectives raise, naming "stoch-prop"
     client = resolve_client(client)
     if solver not in ("auto", "falkon"):
@@ -135,12 +133,12 @@ def setup_dask(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, r
     task = _resolve_task(y, task, client)
     X_val, y_val = _validation(validation, X.shape[1], dtype)
     enc = _encode(y, dtype, client)
-    params = _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, np, client=client)
+    params = initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, np, client=client)
     template = make_kernel(kernel, params.lengthscale)
     obj_seed = int(rng.integers(0, 2**31 - 1))
     options = dict(objective_options or {})
     options.setdefault("client", client)
-    obj = _build_objective(objective, X, enc, template, obj_seed, options)
+    obj = build_objective(objective, X, enc, template, obj_seed, options)
     if track_errors is None:
         track_errors = X_val is not None
     tracker = DaskErrorTracker(obj.data, X_val, y_val, enc, template, dtype) if track_errors else None
@@ -200,10 +198,11 @@ def apply_dask_standardization(X, mean, scale):
     return ((X.astype(np.float64) - mean) / scale).astype(dtype)
 
 
-def fit_hyperopt_dask(est, X, y, validation=None, callback=None):
-    """:meth:`nyhopt.HyperoptKRR.fit` on dask arrays (objective "stoch-prop", regression); returns ``est``."""
-    from ..optim import tune
+def fit_hyperopt_dask(est, X, y, validation=None, callback=None, *, tune):
+    """:meth:`nyhopt.HyperoptKRR.fit` on dask arrays (objective "stoch-prop", regression); returns ``est``.
 
+    ``tune`` is :func:`nyhopt.tune` (given by the caller: the tuning loop is above this module).
+    """
     if est._task != "regression":
         raise ValueError(f"{type(est).__name__} does not take dask arrays yet; HyperoptKRR (regression) does")
     if not is_dask_array(X):

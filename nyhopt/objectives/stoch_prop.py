@@ -111,7 +111,7 @@ import numpy as np
 from ..ops import kernel_matrix
 from ..ops.cached import cache_storage, check_cache_policy
 from ..ops.half import STORAGE as STORAGE_16
-from ..ops.operator import FitPass, KernelOperator, column_stats, gram_pays  # noqa: F401 (column_stats: public here before)
+from ..ops.operator import KernelOperator, column_stats, gram_pays  # noqa: F401 (column_stats: named here before)
 from ._exact import gram, solve_lower_inplace
 from ..solvers import jitter
 from ..solvers._linalg import add_to_diagonal, cholesky_upper, solve_triangular
@@ -640,6 +640,10 @@ class StochasticProp(Objective):
             return 2.0 * beta - prev
         return beta
 
+    def _u_pass(self, kernel, Z, a, whitened, op):
+        """The pass ``u = Knm a`` with its column sums (and ``Knm^T u``, ``Knm^T W`` if ``whitened``): ``op.fit_pass``."""
+        return op.fit_pass(a, self._W, whitened, self.value_form == "plain")
+
     def _falkon(self, kernel, Z, lam, W, beta0, precond, rhs, op):
         """The Falkon solve with right-hand sides ``Knm^T W`` on the evaluation's operator."""
         return falkon_operator_solve(op, W, lam, tol=self.tol, maxiter=self.maxiter, beta0=beta0,
@@ -681,7 +685,7 @@ class StochasticProp(Objective):
 
         # Quadratic forms from u = Knm a; the whitened gradient's Knm^T (W - u) comes from the same pass.
         whitened = ctx.need_grad and self.gradient == "whitened"
-        st = op.fit_pass(a, W, whitened, self.value_form == "plain")
+        st = self._u_pass(kernel, Z, a, whitened, op)
         self.last_solve = self.last_solve._replace(passes=op.passes + int(ctx.need_grad))  # + the adjoint pass
         if self.trace_estimator == "rows":
             self._rows(Z.shape[0], op)

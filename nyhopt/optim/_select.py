@@ -62,6 +62,7 @@ from ..distributed._detect import any_dask_array, refuse_dask_objective
 from ..params import Params
 from ._history import History
 from ._init import as_generator
+from ._setup import check_dtype, initial_params, split_validation
 from ._targets import resolve_task
 from ._tracking import prediction_error
 
@@ -278,7 +279,6 @@ def tune_by_validation(tune, options):
         :func:`nyhopt.tune` refuses.
     """
     from .._centers import fit_centers
-    from .tune import _check_dtype, _initial_params, _split_validation
 
     t_start = time.perf_counter()
     state = options["random_state"]
@@ -300,7 +300,7 @@ def tune_by_validation(tune, options):
     X, y = as_native(X, "X"), as_native(y, "y")
     xp = get_namespace(X, y if hasattr(y, "shape") else None)
     y = check_labels(y, "y")
-    X = check_matrix(X, "X", xp, dtype=_check_dtype(options["dtype"]), min_rows=2)
+    X = check_matrix(X, "X", xp, dtype=check_dtype(options["dtype"]), min_rows=2)
     task = resolve_task(y, options["task"])
     folds = is_folds(validation)
     retune = folds or (isinstance(validation, numbers.Real) and not isinstance(validation, (bool, np.bool_)))
@@ -309,14 +309,14 @@ def tune_by_validation(tune, options):
         centers = options["centers"]
         if isinstance(centers, numbers.Integral) and not isinstance(centers, (bool, np.bool_)):
             centers = fit_centers(int(centers), X.shape[0] - math.ceil(X.shape[0] / k))  # the smallest training part
-        start = _initial_params(X, centers, options["penalty"], options["lengthscale"],
+        start = initial_params(X, centers, options["penalty"], options["lengthscale"],
                                 options["kernel"], options["ard"], rng, xp)
         every = np.arange(X.shape[0])
         splits = [(np.setdiff1d(every, rows, assume_unique=True), rows)
                   for rows in fold_rows(X.shape[0], k, rng, y if task == "classification" else None)]
     else:
         if retune:
-            X_tr, y_tr, X_val, y_val = _split_validation(X, y, float(validation), rng, xp)
+            X_tr, y_tr, X_val, y_val = split_validation(X, y, float(validation), rng, xp)
         elif isinstance(validation, (tuple, list)) and len(validation) == 2:
             X_tr, y_tr = X, y
             X_val = as_native(validation[0], "validation X")
@@ -325,7 +325,7 @@ def tune_by_validation(tune, options):
             y_val = check_labels(as_native(validation[1], "validation y"), "validation y")
         else:
             raise TypeError(f"validation must be {_VALIDATION_KINDS}, got {validation!r}")
-        start = _initial_params(X_tr, options["centers"], options["penalty"], options["lengthscale"],
+        start = initial_params(X_tr, options["centers"], options["penalty"], options["lengthscale"],
                                 options["kernel"], options["ard"], rng, xp)
         splits = [None]
 
