@@ -1,4 +1,4 @@
-"""GPyTorch SGPR baseline for ``quality_table.py`` (issue #13); NOT part of nyhopt.
+"""GPyTorch SGPR baseline for ``quality_table.py``; NOT part of nyhopt.
 
 Runs in its own virtual environment with torch and gpytorch (never a
 dependency of nyhopt, never imported by nyhopt or its tests)::

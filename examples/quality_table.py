@@ -1,4 +1,4 @@
-"""Test error of every nyhopt objective next to GPyTorch's SGPR (issue #13).
+"""Test error of every nyhopt objective next to GPyTorch's SGPR.
 
 Protocol (the paper's small-scale one, with a fixed budget): on every dataset
 and seed, ``m = 100`` centers start at a random subset of the training rows,
@@ -51,7 +51,7 @@ from nyhopt.optim._init import initial_centers, median_heuristic  # noqa: E402
 
 OBJECTIVES = ["holdout", "loocv", "gcv", "creg", "sgpr", "prop", "stoch-prop"]
 VALIDATED = ["prop", "sgpr", "gcv"]
-#: ``sgpr-noamp``: SGPR with the kernel amplitude frozen at 1 (the objective before issue #13).
+#: ``sgpr-noamp``: SGPR with the kernel amplitude frozen at 1 (the objective without an amplitude).
 METHODS = OBJECTIVES + ["sgpr-noamp", "validated"]
 COLUMNS = ["dataset", "seed", "method", "test_error", "metric", "seconds", "epochs", "n_train",
            "centers", "penalty", "amplitude", "chosen", "status"]
@@ -251,7 +251,7 @@ def summarize(rows):
 
 
 def targets(stats, datasets):
-    """Ratios of mean test errors behind the targets of issue #13, per dataset, and a verdict.
+    """Ratios of mean test errors behind the quality targets, per dataset, and a verdict.
 
     ``sgpr / gpytorch`` (target: at most 1.03 everywhere), ``validated / best single
     objective`` (at most 1.02 everywhere) and ``validated / gpytorch`` (at most 1.03 on at
@@ -294,7 +294,7 @@ def render(rows, out: Path, args):
             + common.markdown_table(errors, ["dataset", "metric"] + methods)
             + "\nWall time per run, seconds (mean over seeds)\n\n"
             + common.markdown_table(seconds, ["dataset"] + methods)
-            + "\nTargets of issue #13 (ratios of mean test errors)\n\n"
+            + "\nTargets (ratios of mean test errors)\n\n"
             + common.markdown_table([{c: f"{v:.4f}" if isinstance(v, float) else v for c, v in line.items()}
                                      for line in lines], columns) + "\n" + summary + "\n")
     notes = (f"m = {args.centers} centers, Adam lr {args.lr}, {args.epochs} steps, no early "

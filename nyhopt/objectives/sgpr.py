@@ -1,6 +1,6 @@
 """Titsias' sparse GP bound, SGPR (``"sgpr"``), with a kernel amplitude.
 
-Definition (MATH.md, objective 5, with the amplitude of issue #13).  With the
+Definition (MATH.md, objective 5, with a kernel amplitude).  With the
 Nystrom kernel :math:`K_{ny} = K\\tilde K^{-1}K^T = A^TA`,
 :math:`S_n = K_{ny} + n\\lambda I` and :math:`T = \\mathrm{Tr}(K_{nn} - K_{ny})`:
 

@@ -6,7 +6,7 @@
 # float64-Gram route at the same parameters and on held-out rows, the exact case beside GPyTorch,
 # and the `gpu` tests. Every stage has its own time limit and writes to OUTDIR (default $OUT);
 # a stage that fails or runs out of time leaves the others running.
-# Usage, from the repository root:  bash asv_bench/gpu_issue20.sh [OUTDIR] [--tiny]
+# Usage, from the repository root:  bash asv_bench/gpu_higgs.sh [OUTDIR] [--tiny]
 #   --tiny: toy sizes (checks the script itself; without a GPU the GPU-only stages say so).
 set -u
 tiny=""
