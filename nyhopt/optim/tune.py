@@ -145,7 +145,7 @@ def _warn_auto_classification(y):
         warnings.warn(
             f"task='auto': y holds {np.unique(arr).size} distinct integer values, so a classifier is tuned; "
             "pass task='regression' to regress on them (or task='classification' to say so and silence "
-            "this warning)", UserWarning, stacklevel=3)
+            "this warning)", UserWarning, stacklevel=5)  # tune -> _start -> _start_in_memory -> here
 
 
 def _final_model(task, kernel, params, X, y, dtype, solver, client=None):
@@ -338,10 +338,46 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         if names is not None:
             result.model.feature_names_in_ = names
         return result
+    t_start = time.perf_counter()
+    epochs, patience, min_delta, freeze, dtype = _check_arguments(
+        validation, epochs, patience, min_delta, lr, b1, b2, eps, freeze, dtype, callback, kernel,
+        objective_options)
+    names = check_feature_names_arg(feature_names, X)
+    rng = as_generator(random_state)
+    if checkpoint is not None:  # restores the generator's state when resuming: before any draw
+        from ._checkpoint import Checkpointer
+
+        checkpoint = Checkpointer(checkpoint, rng)
+    start = _start(X, y, objective=objective, centers=centers, penalty=penalty, lengthscale=lengthscale,
+                   kernel=kernel, ard=ard, rng=rng, validation=validation, task=task, dtype=dtype, solver=solver,
+                   objective_options=objective_options, track_errors=track_errors, client=client)
+    obj, wrt, mask, profile = _objective_stage(start.obj, freeze)
+    signature = None
+    if checkpoint is not None:
+        from ._checkpoint import call_signature
+
+        signature = call_signature(start.X, start.enc, obj, random_state, lr, b1, b2, eps, freeze, patience,
+                                   min_delta, kernel, ard, objective_options, track_errors, record_terms)
+    loop = _loop(obj, start.params, wrt, mask, profile, start.tracker, start.X_val is not None, epochs=epochs,
+                 lr=lr, b1=b1, b2=b2, eps=eps, patience=patience, min_delta=min_delta, callback=callback,
+                 record_terms=record_terms, progress=progress, checkpoint=checkpoint, signature=signature)
+    model = _final_model(start.task, start.template, loop.best_params, start.X, start.y, start.dtype, start.solver,
+                         start.client)
+    if names is not None:
+        model.feature_names_in_ = names
+    return TuneResult(model, loop.best_params, loop.history, obj, loop.best_epoch, loop.stop_reason, start.task,
+                      time.perf_counter() - t_start)
+
+
+# ----------------------------------------------------------------------------- the stages of tune
+
+
+def _check_arguments(validation, epochs, patience, min_delta, lr, b1, b2, eps, freeze, dtype, callback, kernel,
+                     objective_options):
+    """Stage 1, check: the arguments that need no data; ``(epochs, patience, min_delta, freeze, dtype)``."""
     if isinstance(validation, numbers.Integral) and not isinstance(validation, (bool, np.bool_)):
         raise ValueError(f"validation={validation!r} is a number of folds, which chooses among a list of "
                          "objectives; with one objective give a fraction in (0, 1) or a tuple (X_val, y_val)")
-    t_start = time.perf_counter()
     epochs = _check_int(epochs, "epochs", 0)
     if patience is not None:
         patience = _check_int(patience, "patience", 1)
@@ -351,61 +387,90 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     dtype = _check_dtype(dtype)
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {callback!r}")
-    dask = any_dask_array(X, y)
-    names = check_feature_names_arg(feature_names, X)
-    if client is not None and not dask:
-        raise ValueError("client is only used with dask arrays X, y; leave it out for in-memory data")
     if not isinstance(kernel, (str, Kernel)):
         raise TypeError(f"kernel must be a name or a Kernel instance, got {kernel!r}")
     if objective_options is not None and not isinstance(objective_options, dict):
         raise TypeError(f"objective_options must be a dict, got {type(objective_options).__name__}")
+    return epochs, patience, min_delta, freeze, dtype
 
-    rng = as_generator(random_state)
-    if checkpoint is not None:  # restores the generator's state when resuming: before any draw
-        from ._checkpoint import Checkpointer
 
-        checkpoint = Checkpointer(checkpoint, rng)
-    if dask:  # the same setup, nothing n-sized on the driver (nyhopt.distributed.tune)
-        from ..distributed.tune import setup_dask
+class _Start(NamedTuple):
+    """What stage 2 (start) hands on: the data as the loop and the final fit take them, and the start."""
 
-        X, y, X_val, task, enc, params, template, obj, solver, tracker, client = setup_dask(
-            X, y, objective=objective, centers=centers, penalty=penalty, lengthscale=lengthscale, kernel=kernel,
-            ard=ard, rng=rng, validation=validation, task=task, dtype=dtype, solver=solver,
-            objective_options=objective_options, track_errors=track_errors, client=client)
-        dtype = X.dtype
-    else:
-        X, y = as_native(X, "X"), as_native(y, "y")
-        xp = get_namespace(X, y if hasattr(y, "shape") else None)
-        y = check_labels(y, "y")  # before any work: mixed label types fail here, not after tuning
-        X = check_matrix(X, "X", xp, dtype=dtype, min_rows=2)
-        dtype = X.dtype
-        if task == "auto" and resolve_task(y, task) == "classification":
-            _warn_auto_classification(y)
-        task = resolve_task(y, task)
+    X: object
+    y: object
+    X_val: object
+    task: str
+    enc: object
+    params: Params
+    template: Kernel
+    obj: object
+    solver: str
+    tracker: object
+    client: object
+    dtype: object
 
-        X_val = y_val = None
-        if validation is not None:
-            if isinstance(validation, numbers.Real) and not isinstance(validation, bool):
-                X, y, X_val, y_val = _split_validation(X, y, float(validation), rng, xp)
-            elif isinstance(validation, (tuple, list)) and len(validation) == 2:
-                X_val, y_val = as_native(validation[0], "validation X"), as_native(validation[1], "validation y")
-                get_namespace(X, X_val)
-                X_val = check_matrix(X_val, "validation X", xp, dtype=dtype, n_features=X.shape[1])
-                if len(y_val) != X_val.shape[0]:
-                    raise ValueError(f"validation y has {len(y_val)} rows but validation X has {X_val.shape[0]}")
-            else:
-                raise TypeError("validation must be None, a fraction in (0, 1) or a tuple (X_val, y_val)")
-        if track_errors is None:
-            track_errors = X_val is not None
 
-        enc = encode_targets(y, task, X.shape[0], xp, dtype)
-        params = _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, xp)
-        template = make_kernel(kernel, params.lengthscale)
-        obj_seed = int(rng.integers(0, 2**31 - 1))
-        obj = _build_objective(objective, X, enc, template, obj_seed, objective_options)
-        solver = choose_solver(solver, X.shape[0], params.n_centers)
-        tracker = ErrorTracker(X, enc, y, X_val, y_val, template, dtype, solver) if track_errors else None
+def _start(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, rng, validation, task, dtype, solver,
+           objective_options, track_errors, client):
+    """Stage 2, start: the data checked, the targets encoded, the initial params and the objective.
 
+    The one place where :func:`tune` looks at where the data live: dask arrays
+    take :func:`nyhopt.distributed.tune.setup_dask` (nothing ``n``-sized on the
+    driver), the others :func:`_start_in_memory`.
+    """
+    kw = dict(objective=objective, centers=centers, penalty=penalty, lengthscale=lengthscale, kernel=kernel,
+              ard=ard, rng=rng, validation=validation, task=task, dtype=dtype, solver=solver,
+              objective_options=objective_options, track_errors=track_errors, client=client)
+    if any_dask_array(X, y):
+        from ..distributed.tune import setup_dask  # dask is optional: imported only for dask arrays
+
+        X, y, X_val, task, enc, params, template, obj, solver, tracker, client = setup_dask(X, y, **kw)
+        return _Start(X, y, X_val, task, enc, params, template, obj, solver, tracker, client, X.dtype)
+    if client is not None:
+        raise ValueError("client is only used with dask arrays X, y; leave it out for in-memory data")
+    return _start_in_memory(X, y, **kw)
+
+
+def _start_in_memory(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, rng, validation, task, dtype,
+                     solver, objective_options, track_errors, client):
+    """Stage 2 for NumPy/CuPy data: validation split or set, encoded targets, start, objective, tracker."""
+    X, y = as_native(X, "X"), as_native(y, "y")
+    xp = get_namespace(X, y if hasattr(y, "shape") else None)
+    y = check_labels(y, "y")  # before any work: mixed label types fail here, not after tuning
+    X = check_matrix(X, "X", xp, dtype=dtype, min_rows=2)
+    dtype = X.dtype
+    if task == "auto" and resolve_task(y, task) == "classification":
+        _warn_auto_classification(y)
+    task = resolve_task(y, task)
+
+    X_val = y_val = None
+    if validation is not None:
+        if isinstance(validation, numbers.Real) and not isinstance(validation, bool):
+            X, y, X_val, y_val = _split_validation(X, y, float(validation), rng, xp)
+        elif isinstance(validation, (tuple, list)) and len(validation) == 2:
+            X_val, y_val = as_native(validation[0], "validation X"), as_native(validation[1], "validation y")
+            get_namespace(X, X_val)
+            X_val = check_matrix(X_val, "validation X", xp, dtype=dtype, n_features=X.shape[1])
+            if len(y_val) != X_val.shape[0]:
+                raise ValueError(f"validation y has {len(y_val)} rows but validation X has {X_val.shape[0]}")
+        else:
+            raise TypeError("validation must be None, a fraction in (0, 1) or a tuple (X_val, y_val)")
+    if track_errors is None:
+        track_errors = X_val is not None
+
+    enc = encode_targets(y, task, X.shape[0], xp, dtype)
+    params = _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, xp)
+    template = make_kernel(kernel, params.lengthscale)
+    obj_seed = int(rng.integers(0, 2**31 - 1))
+    obj = _build_objective(objective, X, enc, template, obj_seed, objective_options)
+    solver = choose_solver(solver, X.shape[0], params.n_centers)
+    tracker = ErrorTracker(X, enc, y, X_val, y_val, template, dtype, solver) if track_errors else None
+    return _Start(X, y, X_val, task, enc, params, template, obj, solver, tracker, None, dtype)
+
+
+def _objective_stage(obj, freeze):
+    """Stage 3, objective: the fields to differentiate; ``(obj, wrt, Adam mask, profile the amplitude)``."""
     profile = getattr(obj, "amplitude", None) == "profile"  # sgpr sets a = a* at every evaluation
     if profile and "amplitude" in freeze:
         obj.amplitude, profile = "learn", False  # frozen: a stays at the params' value
@@ -416,17 +481,26 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     wrt = tuple(f for f in FIELDS if f not in freeze)
     mask = {"log_penalty": "penalty" not in freeze, "log_lengthscale": "lengthscale" not in freeze,
             "centers": "centers" not in freeze, "log_amplitude": "amplitude" not in freeze}
+    return obj, wrt, mask, profile
+
+
+class _LoopResult(NamedTuple):
+    best_params: Params
+    best_epoch: int
+    history: History
+    stop_reason: str
+
+
+def _loop(obj, params, wrt, mask, profile, tracker, has_val, *, epochs, lr, b1, b2, eps, patience, min_delta,
+          callback, record_terms, progress, checkpoint, signature):
+    """Stage 4, loop: Adam steps on ``obj`` from ``params`` (resumed from ``checkpoint`` if its ``signature`` matches)."""
     state = adam.init(params)
     history = History()
     best_value, best_params, best_epoch = math.inf, params, 0
     stale, stop_reason, t_opt = 0, "epochs", 0.0
     init, first_epoch = params, 0
     if checkpoint is not None:
-        from ._checkpoint import call_signature
-
-        sig = call_signature(X, enc, obj, random_state, lr, b1, b2, eps, freeze, patience, min_delta, kernel, ard,
-                             objective_options, track_errors, record_terms)
-        resumed = checkpoint.resume(sig, params, epochs, obj)
+        resumed = checkpoint.resume(signature, params, epochs, obj)
         if resumed is not None:
             first_epoch, params, state, history = resumed.epoch, resumed.params, resumed.state, resumed.history
             best_value, best_params, best_epoch = resumed.best_value, resumed.best_params, resumed.best_epoch
@@ -446,7 +520,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
                     raise
                 stop_reason = f"failed: {type(exc).__name__}: {exc}"
                 warnings.warn(f"tune: stopped at epoch {epoch}, the objective failed ({exc}); "
-                              f"keeping the best point (epoch {best_epoch})", RuntimeWarning, stacklevel=2)
+                              f"keeping the best point (epoch {best_epoch})", RuntimeWarning, stacklevel=3)
                 break
             t_opt += time.perf_counter() - t0
             if profile:
@@ -456,7 +530,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
                     raise ValueError(f"the objective is not finite ({value}) at the initial hyperparameters")
                 stop_reason = f"failed: non-finite objective ({value})"
                 warnings.warn(f"tune: stopped at epoch {epoch}, non-finite objective; keeping the best point "
-                              f"(epoch {best_epoch})", RuntimeWarning, stacklevel=2)
+                              f"(epoch {best_epoch})", RuntimeWarning, stacklevel=3)
                 break
             terms = dict(obj.last_terms or {}) if record_terms else {}
             train_err, val_err = tracker(params) if tracker is not None else (math.nan, math.nan)
@@ -473,7 +547,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
                 msg = f"objective {value:.6g}  penalty {params.penalty:.3g}"
                 if tracker is not None:
                     msg += f"  train err {train_err:.4g}"
-                    if X_val is not None:
+                    if has_val:
                         msg += f"  val err {val_err:.4g}"
                 bar.update(epoch + 1, msg)
             if callback is not None and callback(epoch, record):
@@ -493,9 +567,4 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     finally:
         if bar is not None:
             bar.close()
-
-    model = _final_model(task, template, best_params, X, y, dtype, solver, client)
-    if names is not None:
-        model.feature_names_in_ = names
-    return TuneResult(model, best_params, history, obj, best_epoch, stop_reason, task,
-                      time.perf_counter() - t_start)
+    return _LoopResult(best_params, best_epoch, history, stop_reason)
