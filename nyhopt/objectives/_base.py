@@ -112,6 +112,21 @@ __all__ = [
     "jitter",
 ]
 
+#: Values of the objectives' option ``mean``.
+MEANS = ("zero", "constant")
+
+
+def check_mean(mean, default):
+    """``mean`` validated (None gives ``default``)."""
+    if mean is None:
+        return default
+    if not isinstance(mean, str):
+        raise TypeError(f"mean must be one of {MEANS}, got {mean!r}")
+    if mean not in MEANS:
+        raise ValueError(f"mean must be one of {MEANS}, got {mean!r}")
+    return mean
+
+
 #: Every coordinate of :class:`~nyhopt.params.Params`, the default ``wrt``.
 WRT_ALL = ("penalty", "lengthscale", "centers", "amplitude")
 
@@ -370,6 +385,9 @@ class Objective:
     #: Whether the value depends on the kernel amplitude ``params.amplitude`` (``sgpr``);
     #: for the others its gradient is exactly zero.
     uses_amplitude = False
+    #: The mean of the model when ``mean`` is not given: "zero" (targets as they are) or
+    #: "constant" (an unpenalized intercept profiled at every evaluation, docs/objectives.md).
+    default_mean = "zero"
     #: CPU engine that keeps its threads during an evaluation (see :mod:`nyhopt._threads`).
     cpu_engine = "pool"
 
@@ -377,7 +395,7 @@ class Objective:
         """The CPU engine (:mod:`nyhopt._threads`) of an evaluation at ``params``: :attr:`cpu_engine`."""
         return self.cpu_engine
 
-    def __init__(self, X, y, kernel="gaussian", *, noise_variance=1.0, random_state=None):
+    def __init__(self, X, y, kernel="gaussian", *, mean=None, noise_variance=1.0, random_state=None):
         xp = get_namespace(X, y)
         self.xp = xp
         self.X = check_matrix(X, "X", xp)
@@ -389,6 +407,10 @@ class Objective:
         self.kernel = make_kernel(kernel)
         self.noise_variance = check_positive(noise_variance, "noise_variance")
         self.random_state = reject_bool(random_state, "random_state")
+        self.mean = check_mean(mean, self.default_mean)
+        #: The profiled constant :math:`c^*` (numpy (p,)) of the most recent evaluation with
+        #: ``mean="constant"`` (None before the first, and always with ``mean="zero"``).
+        self.last_intercept = None
         #: Named parts of the most recent evaluation (None before the first): free to
         #: read, where :meth:`terms` evaluates again.
         self.last_terms = None

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from ._base import Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, trace_hat
+from ._mean import MeanChain, centered_fit
 
 __all__ = ["GCV"]
 
@@ -71,14 +72,23 @@ class GCV(Objective):
     def _evaluate(self, ctx):
         xp, n, p = self.xp, self.n, self.p
         fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp)
-        f = fit(fac, self.Y, xp)
-        D = trace_hat(fac, xp)
+        mf = centered_fit(fac, self.Y, xp) if self.mean == "constant" else None
+        f = fit(fac, self.Y, xp) if mf is None else mf.fit
+        self.last_intercept = None if mf is None else mf.c
+        D = trace_hat(fac, xp) + (0.0 if mf is None else mf.extra_dim)
         ratio = n / (n - D)
         data_fit = f.rss / (n * p)
         terms = {"data_fit": data_fit, "complexity": data_fit * (ratio * ratio - 1.0)}
         if not ctx.need_grad:
             return Evaluation(terms)
-        b = CotangentBuilder(fac, self.Y, f, xp)
-        b.add_rss(n / (p * (n - D) ** 2))
-        b.add_trace_hat(2.0 * n * f.rss / (p * (n - D) ** 3))
+        c_rss, c_dim = n / (p * (n - D) ** 2), 2.0 * n * f.rss / (p * (n - D) ** 3)
+        b = CotangentBuilder(fac, self.Y if mf is None else mf.Y, f, xp)
+        if mf is None:
+            b.add_rss(c_rss)
+        else:  # d||R_c||^2 = 2 Tr(R_c^T dR_c), with A R_c = n lam beta_c
+            chain = MeanChain(mf, fac, xp)
+            chain.add_residual(mf.R, 2.0 * c_rss, fac.n_lam * f.beta[:, :p])
+            chain.add_extra_dim(c_dim)
+            chain.flush(b)
+        b.add_trace_hat(c_dim)
         return Evaluation(terms, b.cotangents(self.X))

@@ -40,6 +40,7 @@ import numpy as np
 from ..ops import kernel_matrix
 from ._base import Evaluation, KernelCotangent, Objective
 from ._exact import CotangentBuilder, _sumsq, factorize, fit, tri_solve
+from ._mean import MeanChain, centered_fit
 
 __all__ = ["Holdout"]
 
@@ -79,8 +80,9 @@ class Holdout(Objective):
 
     name = "holdout"
 
-    def __init__(self, X, y, kernel="gaussian", *, val_fraction=0.6, noise_variance=1.0, random_state=None):
-        super().__init__(X, y, kernel, noise_variance=noise_variance, random_state=random_state)
+    def __init__(self, X, y, kernel="gaussian", *, val_fraction=0.6, mean=None, noise_variance=1.0,
+                 random_state=None):
+        super().__init__(X, y, kernel, mean=mean, noise_variance=noise_variance, random_state=random_state)
         if isinstance(val_fraction, bool) or not isinstance(val_fraction, numbers.Real):
             raise TypeError(f"val_fraction must be a number in (0, 1), got {val_fraction!r}")
         val_fraction = float(val_fraction)
@@ -105,15 +107,35 @@ class Holdout(Objective):
     def _evaluate(self, ctx):
         xp = self.xp
         fac = factorize(ctx.kernel, self._Xt, ctx.Z, ctx.penalty, xp)
-        f = fit(fac, self._Yt, xp)
+        p = self.p
+        if self.mean == "constant":
+            mf = centered_fit(fac, self._Yt, xp)
+            f, Yb, alpha = mf.fit, mf.Y, mf.fit.alpha[:, :p]
+            self.last_intercept = mf.c
+        else:
+            mf, f, Yb = None, fit(fac, self._Yt, xp), self._Yt
+            alpha = f.alpha
         Kv = kernel_matrix(ctx.kernel, self._Xv, ctx.Z)
-        Rv = self._Yv - Kv @ f.alpha.astype(Kv.dtype)
-        c = 1.0 / (self.n_val * self.p)
+        # with the constant: the fit of its train split, R_v = Y_v - K_v alpha_c - c*
+        Yv = self._Yv if mf is None else self._Yv - xp.asarray(mf.c).astype(self._Yv.dtype)[None, :]
+        Rv = Yv - Kv @ alpha.astype(Kv.dtype)
+        c = 1.0 / (self.n_val * p)
         terms = {"validation_error": _sumsq(Rv, xp) * c}
         if not ctx.need_grad:
             return Evaluation(terms)
-        b = CotangentBuilder(fac, self._Yt, f, xp)
-        b.add_alpha_vjp(tri_solve(fac.L, (Kv.T @ Rv).astype(xp.float64), xp), -2.0 * c)
+        b = CotangentBuilder(fac, Yb, f, xp)
+        KvR = (Kv.T @ Rv).astype(xp.float64)
+        if mf is not None:
+            # dR_v = -dK_v alpha_c - K_v dalpha_c|_c - v_v dc*, v_v = 1 - K_v alpha_1, and
+            # dc* = -1^T dH_t Ytilde_t / gamma: a quadratic form with P = 1 g^T / gamma, g = R_v^T v_v.
+            vv_ = 1.0 - Kv @ f.alpha[:, p].astype(Kv.dtype)
+            g = (Rv.T @ vv_).astype(xp.float64) / mf.gamma
+            chain = MeanChain(mf, fac, xp)
+            chain.P[:, :p] += (2.0 * c) * g[None, :]
+            chain.AP[:, :p] += (2.0 * c) * (f.AY[:, p:] @ g[None, :])
+            chain.flush(b)
+            KvR = xp.concatenate([KvR, xp.zeros((KvR.shape[0], 1), dtype=KvR.dtype)], axis=1)
+        b.add_alpha_vjp(tri_solve(fac.L, KvR, xp), -2.0 * c)
         del Kv
-        val = KernelCotangent(self._Xv, P=Rv, Q=((-2.0 * c) * f.alpha).astype(Rv.dtype))
+        val = KernelCotangent(self._Xv, P=Rv, Q=((-2.0 * c) * alpha).astype(Rv.dtype))
         return Evaluation(terms, b.cotangents(self._Xt, extra_nm=(val,)))

@@ -43,6 +43,7 @@ from .._config import block_rows
 from ._base import Cotangents, Evaluation, Objective
 from .._parallel import active_workers, map_ranges
 from ._exact import CotangentBuilder, factorize, fit, gram, solve_lower_inplace, sym, tri_solve
+from ._mean import MeanChain, centered_fit
 
 __all__ = ["LOOCV"]
 
@@ -78,12 +79,18 @@ class LOOCV(Objective):
         xp, n, p = self.xp, self.n, self.p
         f64 = xp.float64
         fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp)
-        f = fit(fac, self.Y, xp)
+        mf = centered_fit(fac, self.Y, xp) if self.mean == "constant" else None
+        f = fit(fac, self.Y, xp) if mf is None else mf.fit
+        R = f.R if mf is None else mf.R
         At = fac.At
         Vt = solve_lower_inplace(fac.C, At.T.copy(), xp).T  # (n, m): V^T, V = C^{-1} A
         h = xp.einsum("ij,ij->i", Vt, Vt).astype(f64)
+        if mf is not None:  # diag(H_c) = diag(H) + v^2 / gamma
+            v64 = mf.v.astype(f64)
+            h = h + v64 * v64 / mf.gamma
+            self.last_intercept = mf.c
         one_minus_h = 1.0 - h
-        r2 = xp.einsum("ij,ij->i", f.R, f.R).astype(f64)
+        r2 = xp.einsum("ij,ij->i", R, R).astype(f64)
         c = 1.0 / (n * p)
         terms = {
             "data_fit": f.rss * c,
@@ -93,8 +100,18 @@ class LOOCV(Objective):
             return Evaluation(terms)
         w = 1.0 / one_minus_h**2
         u = r2 / one_minus_h**3
-        b = CotangentBuilder(fac, self.Y, f, xp)
-        b.add_hat_quadratic(f.R * w[:, None].astype(f.R.dtype), -2.0 * c)
+        if mf is None:
+            b = CotangentBuilder(fac, self.Y, f, xp)
+            b.add_hat_quadratic(R * w[:, None].astype(R.dtype), -2.0 * c)
+        else:  # Tr(G^T dR_c) with G = 2c w R_c, and sum_i 2c u_i d(v_i^2 / gamma)
+            b = CotangentBuilder(fac, mf.Y, f, xp)
+            wR = R * w[:, None].astype(R.dtype)
+            uv = (u * v64).astype(R.dtype)
+            AG = (At.T @ xp.concatenate([wR, uv[:, None]], axis=1)).astype(f64)
+            chain = MeanChain(mf, fac, xp)
+            chain.add_residual(wR, 2.0 * c, AG[:, :p])
+            chain.add_leverage(u, 2.0 * c, AG[:, p])
+            chain.flush(b)
         # 2c Tr(U dH)
         Psi = gram(Vt.T, xp, weights=u)  # V diag(u) V^T
         X1 = tri_solve(fac.C, b.get("Linv"), xp)

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from ._base import Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, trace_hat, trace_knn, trace_nystrom
+from ._mean import MeanChain, centered_fit
 
 __all__ = ["Prop"]
 
@@ -95,8 +96,9 @@ class Prop(Objective):
 
     name = "prop"
 
-    def __init__(self, X, y, kernel="gaussian", *, normalization="released", noise_variance=1.0, random_state=None):
-        super().__init__(X, y, kernel, noise_variance=noise_variance, random_state=random_state)
+    def __init__(self, X, y, kernel="gaussian", *, normalization="released", mean=None, noise_variance=1.0,
+                 random_state=None):
+        super().__init__(X, y, kernel, mean=mean, noise_variance=noise_variance, random_state=random_state)
         if normalization not in _NORMALIZATIONS:
             raise ValueError(f"normalization must be one of {_NORMALIZATIONS}, got {normalization!r}")
         self.normalization = normalization
@@ -105,8 +107,10 @@ class Prop(Objective):
         xp, n, p, s2, lam = self.xp, self.n, self.p, self.noise_variance, ctx.penalty
         c = float(n) ** 2 if self.normalization == "released" else float(n)
         fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp)
-        f = fit(fac, self.Y, xp)
-        D = trace_hat(fac, xp)
+        mf = centered_fit(fac, self.Y, xp) if self.mean == "constant" else None
+        f = fit(fac, self.Y, xp) if mf is None else mf.fit
+        self.last_intercept = None if mf is None else mf.c
+        D = trace_hat(fac, xp) + (0.0 if mf is None else mf.extra_dim)
         T = trace_knn(ctx.kernel, self.X, xp) - trace_nystrom(fac, xp)
         terms = {
             "effective_dimension": 2.0 * s2 * D / n,
@@ -115,9 +119,15 @@ class Prop(Objective):
         }
         if not ctx.need_grad:
             return Evaluation(terms)
-        b = CotangentBuilder(fac, self.Y, f, xp)
+        b = CotangentBuilder(fac, self.Y if mf is None else mf.Y, f, xp)
         b.add_trace_hat(2.0 * s2 / n)
-        b.add_fit(2.0 / (n * p) * (1.0 + T / (c * lam)))
+        if mf is None:
+            b.add_fit(2.0 / (n * p) * (1.0 + T / (c * lam)))
+        else:
+            chain = MeanChain(mf, fac, xp)
+            chain.add_extra_dim(2.0 * s2 / n)
+            chain.add_fit(2.0 / (n * p) * (1.0 + T / (c * lam)))
+            chain.flush(b)
         b.add_trace_nystrom(-2.0 * f.fit / (n * p * c * lam))
         b.add_log_penalty(-terms["trace"])  # trace is proportional to 1/lam
         return Evaluation(terms, b.cotangents(self.X))

@@ -64,6 +64,7 @@ import math
 
 from ._base import Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, logdet_M, trace_knn, trace_nystrom
+from ._mean import MeanChain, centered_fit
 
 __all__ = ["SGPR"]
 
@@ -116,9 +117,11 @@ class SGPR(Objective):
 
     name = "sgpr"
     uses_amplitude = True
+    default_mean = "constant"
 
-    def __init__(self, X, y, kernel="gaussian", *, amplitude="profile", noise_variance=1.0, random_state=None):
-        super().__init__(X, y, kernel, noise_variance=noise_variance, random_state=random_state)
+    def __init__(self, X, y, kernel="gaussian", *, amplitude="profile", mean=None, noise_variance=1.0,
+                 random_state=None):
+        super().__init__(X, y, kernel, mean=mean, noise_variance=noise_variance, random_state=random_state)
         if not isinstance(amplitude, str):
             raise TypeError(f"amplitude must be one of {_AMPLITUDE_MODES}, got {amplitude!r}")
         if amplitude not in _AMPLITUDE_MODES:
@@ -130,7 +133,12 @@ class SGPR(Objective):
         xp, n, p, lam, a = self.xp, self.n, self.p, ctx.penalty, ctx.amplitude
         fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp)
         m = fac.L.shape[0]
-        f = fit(fac, self.Y, xp)
+        if self.mean == "constant":
+            mf = centered_fit(fac, self.Y, xp)
+            f, Yb = mf.fit, mf.Y
+            self.last_intercept = mf.c
+        else:
+            mf, f, Yb = None, fit(fac, self.Y, xp), self.Y
         T = trace_knn(ctx.kernel, self.X, xp) - trace_nystrom(fac, xp)
         nl = fac.n_lam
         profile = self.amplitude == "profile"
@@ -147,11 +155,16 @@ class SGPR(Objective):
         }
         if not ctx.need_grad:
             return Evaluation(terms)
-        b = CotangentBuilder(fac, self.Y, f, xp)
+        b = CotangentBuilder(fac, Yb, f, xp)
         b.add_logdet_M(1.0 / n)
         # d/dlog(lam) of the parts (n - m) log(n lam) / n, data_fit and trace (both ~ 1/lam)
         b.add_log_penalty((n - m) / n - terms["data_fit"] - terms["trace"])
-        b.add_fit(1.0 / (n * p * nl) / a)
+        if mf is None:
+            b.add_fit(1.0 / (n * p * nl) / a)
+        else:  # the same at the profiled constant (envelope theorem)
+            chain = MeanChain(mf, fac, xp)
+            chain.add_fit(1.0 / (n * p * nl) / a)
+            chain.flush(b)
         b.add_trace_nystrom(-1.0 / (n * nl))
         cot = b.cotangents(self.X)._replace(log_amplitude=0.0 if profile else 1.0 - terms["data_fit"])
         return Evaluation(terms, cot)
