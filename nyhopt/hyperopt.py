@@ -164,6 +164,7 @@ class _HyperoptBase(EstimatorMixin):
         self.model_ = result.model
         self.params_ = result.params
         self.amplitude_ = result.params.amplitude
+        self.intercept_ = result.model.intercept_
         self.history_ = result.history
         self.best_epoch_ = result.best_epoch
         self.stop_reason_ = result.stop_reason

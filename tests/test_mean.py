@@ -186,3 +186,102 @@ def test_sgpr_is_the_titsias_bound_at_the_gls_constant():
     assert abs(value - bound(d.c_gls)) < 1e-10 * max(1.0, abs(value))
     for dc in ([0.05, 0.0], [0.0, -0.05]):
         assert bound(d.c_gls + np.array(dc)) > value
+
+
+# -- the fitted models ------------------------------------------------------------------------------
+def _data(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, 2))
+    y = np.where(X[:, 0] > 0.2, 2.0, -0.7) + 0.3 * np.sin(3 * X[:, 1]) + 0.05 * rng.normal(size=n) + 4.0
+    return X, y
+
+
+@pytest.mark.parametrize("solver", ["direct", "falkon"])
+@pytest.mark.parametrize("normalize_y", [False, True])
+def test_nystrom_krr_fits_the_gls_constant(solver, normalize_y):
+    X, y = _data()
+    Z, lam = X[:25] + 0.01, 1e-3
+    kern = nh.GaussianKernel(np.array([0.6, 0.9]))
+    model = nh.NystromKRR(kern, penalty=lam, centers=Z, solver=solver, tol=1e-10, maxiter=500,
+                          fit_intercept=True, normalize_y=normalize_y).fit(X, y)
+    d = DenseMean("gaussian", X, y[:, None], Z, kern.lengthscale, lam)
+    tol = 1e-8 if solver == "direct" else 1e-5  # Falkon's K_mm carries a larger jitter (eps m)
+    assert isinstance(model.intercept_, float)
+    assert abs(model.intercept_ - d.c_gls[0]) < tol * abs(d.c_gls[0])
+    if solver == "direct":
+        pred = d.c_gls[0] + plain_kernel("gaussian", X, Z, kern.lengthscale) @ d.alpha_c[:, 0]
+    else:  # the solver's own fit of y - c*
+        c = model.intercept_
+        pred = c + nh.NystromKRR(kern, penalty=lam, centers=Z, solver=solver, tol=1e-10,
+                                 maxiter=500).fit(X, y - c).predict(X)
+    np.testing.assert_allclose(model.predict(X), pred, rtol=1e-7, atol=1e-7)
+    shifted = nh.NystromKRR(kern, penalty=lam, centers=Z, solver=solver, tol=1e-10, maxiter=500,
+                            fit_intercept=True, normalize_y=normalize_y).fit(X, y + 10.0)
+    np.testing.assert_allclose(shifted.predict(X), model.predict(X) + 10.0, rtol=tol)
+    plain = nh.NystromKRR(kern, penalty=lam, centers=Z, solver=solver).fit(X, y)
+    assert plain.intercept_ == 0.0
+    normed = nh.NystromKRR(kern, penalty=lam, centers=Z, solver=solver, normalize_y=True).fit(X, y)
+    assert normed.intercept_ == normed.y_mean_[0]
+
+
+def test_intercept_multi_output_classifier_and_checks():
+    X, y = _data()
+    Y = np.stack([y, -2.0 * y + 1.0], axis=1)
+    kw = dict(kernel=nh.GaussianKernel(0.7), penalty=1e-3, centers=20, random_state=0, solver="direct")
+    m = nh.NystromKRR(fit_intercept=True, **kw).fit(X, Y)
+    assert m.intercept_.shape == (2,)
+    m1 = nh.NystromKRR(fit_intercept=True, **kw).fit(X, Y[:, 1])
+    assert abs(m1.intercept_ - m.intercept_[1]) < 1e-10 * abs(m.intercept_[1])
+    labels = np.where(y > 4.5, "hi", "lo")
+    clf = nh.NystromKRRClassifier(fit_intercept=True, **kw).fit(X, labels)
+    ref = nh.NystromKRRClassifier(**kw).fit(X, labels)
+    assert isinstance(clf.intercept_, float) and ref.intercept_ == 0.0
+    np.testing.assert_allclose(clf.decision_function(X), clf.intercept_ + ref.decision_function(X) * 0
+                               + (clf.decision_function(X) - clf.intercept_), rtol=1e-12)
+    assert clf.score(X, labels) > 0.9
+    with pytest.raises(TypeError, match="fit_intercept"):
+        nh.NystromKRR(fit_intercept="yes", **kw).fit(X, y)
+
+
+def test_save_load_keeps_the_intercept(tmp_path):
+    from nyhopt.io import load_model, save_model
+
+    X, y = _data()
+    m = nh.NystromKRR(nh.GaussianKernel(0.7), penalty=1e-3, centers=20, random_state=0, solver="direct",
+                      fit_intercept=True, normalize_y=True).fit(X, y)
+    save_model(tmp_path / "m.npz", m)
+    back = load_model(tmp_path / "m.npz")
+    assert back.intercept_ == m.intercept_ and back.fit_intercept
+    np.testing.assert_array_equal(back.predict(X), m.predict(X))
+    # a file written before intercept_ existed loads with y_mean (normalize_y) as its constant
+    state = dict(np.load(tmp_path / "m.npz"))
+    state.pop("intercept"), state.pop("fit_intercept")
+    np.savez(tmp_path / "old.npz", **state)
+    old = load_model(tmp_path / "old.npz")
+    assert old.intercept_ == m.y_mean_[0] and not old.fit_intercept
+
+
+@pytest.mark.parametrize("objective", ["sgpr", "gcv"])
+def test_tune_keeps_the_tuned_constant(objective, tmp_path):
+    """The final model's constant is the objective's c* at the best params (in y's units)."""
+    from nyhopt.io import load_model, save_model
+
+    X, y = _data(400, seed=1)
+    opts = None if objective == "sgpr" else {"mean": "constant"}
+    res = nh.tune(X, y, objective=objective, centers=15, epochs=8, progress=False, objective_options=opts,
+                  validation=0.25)
+    assert res.objective.mean == "constant" and res.model.fit_intercept
+    res.objective.value(res.params)
+    mu, sigma = res.model.y_mean_[0], res.model.y_scale_[0]
+    c_std = res.objective.last_intercept[0]
+    assert abs(res.model.intercept_ - (mu + sigma * c_std)) < 1e-8 * abs(res.model.intercept_)
+    assert abs(c_std) > 1e-3  # not the sample mean: normalize_y's centring did not cancel it
+    assert np.all(np.isfinite(res.history.validation_error))
+    est = nh.HyperoptKRR(objective=objective, centers=15, epochs=4, objective_options=opts).fit(X, y)
+    assert est.intercept_ == est.model_.intercept_
+    save_model(tmp_path / "h.npz", est)
+    back = load_model(tmp_path / "h.npz")
+    assert back.intercept_ == est.intercept_
+    np.testing.assert_allclose(back.predict(X), est.predict(X), rtol=1e-12)
+    zero = nh.tune(X, y, objective="gcv", centers=15, epochs=2, progress=False)
+    assert not zero.model.fit_intercept and zero.model.intercept_ == zero.model.y_mean_[0]

@@ -49,7 +49,9 @@ class TuneResult(NamedTuple):
     ----------
     model : NystromKRR or NystromKRRClassifier
         Fitted with the best hyperparameters (regression: ``normalize_y=True``,
-        so predictions are in the targets' units).
+        so predictions are in the targets' units; ``fit_intercept=True`` when
+        the objective has ``mean="constant"``, so ``model.intercept_`` is the
+        tuned constant).
     params : Params
         The best hyperparameters (lowest objective value seen).
     history : History
@@ -207,11 +209,11 @@ def _build_objective(objective, X, enc, kernel, random_state, options):
     return make_objective(objective, X, enc.Y, kernel=kernel, **options)
 
 
-def _final_model(task, kernel, params, X, y, dtype, solver, client=None):
+def _final_model(task, kernel, params, X, y, dtype, solver, client=None, fit_intercept=False):
     from ..estimator import NystromKRR, NystromKRRClassifier
 
     kw = dict(kernel=kernel.with_lengthscale(params.lengthscale.copy()), penalty=params.penalty,
-              centers=params.centers.astype(dtype, copy=True), solver=solver)
+              centers=params.centers.astype(dtype, copy=True), solver=solver, fit_intercept=fit_intercept)
     if task == "classification":
         model = NystromKRRClassifier(**kw)
     else:
@@ -447,7 +449,9 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         obj_seed = int(rng.integers(0, 2**31 - 1))
         obj = _build_objective(objective, X, enc, template, obj_seed, objective_options)
         solver = choose_solver(solver, X.shape[0], params.n_centers)
-        tracker = ErrorTracker(X, enc, y, X_val, y_val, template, dtype, solver) if track_errors else None
+        tracker = (ErrorTracker(X, enc, y, X_val, y_val, template, dtype, solver,
+                                fit_intercept=getattr(obj, "mean", "zero") == "constant")
+                   if track_errors else None)
 
     profile = getattr(obj, "amplitude", None) == "profile"  # sgpr sets a = a* at every evaluation
     if profile and "amplitude" in freeze:
@@ -537,6 +541,9 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         if bar is not None:
             bar.close()
 
-    model = _final_model(task, template, best_params, X, y, dtype, solver, client)
+    # mean="constant": the ridge fit with intercept at the tuned hyperparameters, whose constant is the
+    # objective's profiled c* (in the units of y); normalize_y's centring does not change it.
+    model = _final_model(task, template, best_params, X, y, dtype, solver, client,
+                         fit_intercept=getattr(obj, "mean", "zero") == "constant")
     return TuneResult(model, best_params, history, obj, best_epoch, stop_reason, task,
                       time.perf_counter() - t_start)
