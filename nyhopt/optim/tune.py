@@ -10,7 +10,8 @@ Given data and an objective name, :func:`tune`
 3. runs Adam on :math:`\theta = (\log\lambda, \log\ell, Z)` for ``epochs``
    full-batch steps, recording the objective, its terms, the hyperparameters
    and (on request) train/validation errors at every step, stopping early when
-   the objective has not improved for ``patience`` steps;
+   the objective has not improved for ``patience`` steps and its trend has
+   stalled (relative to its own progress, ``nyhopt.optim._stopping``);
 4. fits the final N-KRR model with the best hyperparameters found (the lowest
    objective value).
 """
@@ -33,6 +34,7 @@ from . import adam
 from ._history import History, TuneRecord
 from ._init import as_generator, initial_centers, median_heuristic
 from ._progress import ProgressBar, wants_progress
+from ._stopping import DEFAULT_REL_DELTA, trend_stalled
 from ._targets import encode_targets, resolve_task
 from ._tracking import ErrorTracker, choose_solver
 
@@ -230,7 +232,8 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
          random_state=0, validation=None, progress=True, *, penalty=None, lengthscale=None,
          freeze=(), patience=10, min_delta=0.0, callback=None, task="auto", dtype=None,
          objective_options=None, solver="auto", record_terms=True, track_errors=None,
-         b1=0.9, b2=0.999, eps=1e-8, client=None, checkpoint=None) -> TuneResult:
+         b1=0.9, b2=0.999, eps=1e-8, client=None, checkpoint=None,
+         rel_delta=DEFAULT_REL_DELTA) -> TuneResult:
     r"""Tune penalty, lengthscales and centers of N-KRR by Adam on an objective.
 
     Parameters
@@ -298,9 +301,18 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         amplitude.
     patience : int or None, default 10
         Stop when the objective has not improved by more than ``min_delta``
-        for this many consecutive steps (None: never stop early).
+        for this many consecutive steps *and* its trend has stalled (see
+        ``rel_delta``); None: never stop early.
     min_delta : float, default 0.0
         Smallest decrease of the objective that counts as an improvement.
+    rel_delta : float, default 1e-3
+        The trend has stalled when the mean of the last ``patience`` values
+        is not below the mean of the ``patience`` values before them by more
+        than ``rel_delta`` times the progress so far (initial value minus
+        best): relative to the objective's own scale, so that Adam's
+        oscillations do not stop a run that still improves on average
+        (``docs/tuning.md``, "Early stopping").  0 gives the classical rule
+        (no new best for ``patience`` steps) alone.
     callback : callable, optional
         ``callback(epoch, record)`` after every evaluation (``record`` is a
         :class:`TuneRecord`); return True to stop.
@@ -394,6 +406,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     if patience is not None:
         patience = _check_int(patience, "patience", 1)
     min_delta = check_real(min_delta, "min_delta", low=0.0)
+    rel_delta = check_real(rel_delta, "rel_delta", low=0.0)
     adam._check_hyper(lr, b1, b2, eps)
     freeze = _check_freeze(freeze)
     dtype = _check_dtype(dtype)
@@ -472,7 +485,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         from ._checkpoint import call_signature
 
         sig = call_signature(X, enc, obj, random_state, lr, b1, b2, eps, freeze, patience, min_delta, kernel, ard,
-                             objective_options, track_errors, record_terms)
+                             objective_options, track_errors, record_terms, rel_delta)
         resumed = checkpoint.resume(sig, params, epochs, obj)
         if resumed is not None:
             first_epoch, params, state, history = resumed.epoch, resumed.params, resumed.state, resumed.history
@@ -526,7 +539,8 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
             if callback is not None and callback(epoch, record):
                 stop_reason = "callback"
                 break
-            if patience is not None and stale >= patience:
+            if patience is not None and stale >= patience and trend_stalled(history.objective, patience,
+                                                                             rel_delta, min_delta):
                 stop_reason = "patience"
                 break
             if last:
