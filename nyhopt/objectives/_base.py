@@ -44,10 +44,10 @@ A subclass sets the class attribute ``name`` and implements one method,
 
 Optionally:
 
-``__init__(self, X, y, kernel="gaussian", *, <own options>, noise_variance=1.0, random_state=None)``
-    call ``super().__init__(X, y, kernel, noise_variance=..., random_state=...)``
+``__init__(self, X, y, kernel="gaussian", *, <own options>, mean=None, noise_variance=1.0, random_state=None)``
+    call ``super().__init__(X, y, kernel, mean=..., noise_variance=..., random_state=...)``
     first (it validates and stores ``X``, ``Y``, ``n``, ``p``, ``xp``,
-    ``kernel``, ``noise_variance``, ``random_state``), then validate and
+    ``kernel``, ``mean``, ``noise_variance``, ``random_state``), then validate and
     store the own options.  Fix everything random (splits, probes) here.
 ``_check_centers(self, m)``
     extra checks on the number of centers (default: ``m <= n``).
@@ -336,6 +336,11 @@ class Objective:
         Targets; cast to the dtype of ``X``.
     kernel : str or Kernel, default "gaussian"
         Kernel family; its lengthscale is a template replaced by the params'.
+    mean : {"zero", "constant"}, optional
+        The model's mean: ``"zero"`` (the targets as they are) or
+        ``"constant"`` (an unpenalized constant per output, profiled in
+        closed form at every evaluation, ``docs/objectives.md``, "A constant
+        mean"); default :attr:`default_mean` of the class.
     noise_variance : float, default 1.0
         :math:`s^2`, the noise-variance estimate (labels standardized).
     random_state : int, numpy.random.Generator or None
@@ -352,6 +357,10 @@ class Objective:
     kernel : Kernel
     noise_variance : float
     random_state : int, Generator or None
+    mean : str
+        ``"zero"`` or ``"constant"``.
+    last_intercept : numpy.ndarray (p,) or None
+        :math:`c^*` of the most recent evaluation with ``mean="constant"``.
 
     Raises
     ------

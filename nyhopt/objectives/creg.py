@@ -11,6 +11,10 @@ Named terms: ``data_fit`` = :math:`\\|R\\|_F^2/(np)` and
 Gradient: :math:`d\\mathcal{L} = \\frac{1}{np}d\\|R\\|_F^2 + \\frac{2s^2}{n}dD`,
 with :math:`d\\|R\\|_F^2` as in :mod:`nyhopt.objectives.gcv` and :math:`dD` as
 in :mod:`nyhopt.objectives.prop`.
+
+Constant mean (``mean="constant"``): :math:`\\frac{1}{np}\\|R_c\\|_F^2 +
+\\frac{2s^2}{n}D_c` with :math:`R_c = (I-H_c)Y`, :math:`D_c = \\mathrm{Tr}\\,H_c
+= D + \\|v\\|^2/\\gamma`; the differentials as in :mod:`nyhopt.objectives.gcv`.
 """
 from __future__ import annotations
 

@@ -32,6 +32,15 @@ Gradient.
 :math:`dB = dK^TK + K^TdK + n\\,d\\lambda\\,\\tilde K + n\\lambda\\,d\\tilde K`).
 For :math:`P = R`, :math:`AR = n\\lambda\\beta`, so
 :math:`g = n\\lambda L^{-T}M^{-1}\\beta` costs only :math:`O(m^2p)`.
+
+Constant mean (``mean="constant"``).  :math:`R_c = (I-H_c)Y = (I-H)\\tilde Y`
+and :math:`D_c = D + \\|v\\|^2/\\gamma` replace :math:`R` and :math:`D`
+(:math:`H_c = H + vv^T/\\gamma`, :math:`v = (I-H)1`, :math:`\\gamma = 1^Tv`,
+:math:`\\tilde Y = Y - 1c^{*T}`, :math:`c^* = v^TY/\\gamma`).  With
+:math:`dc^* = -1^TdH\\,\\tilde Y/\\gamma`,
+:math:`d\\|R_c\\|^2 = -2\\,\\mathrm{Tr}\\big((R_c - 1g^T/\\gamma)^TdH\\,\\tilde Y\\big)`,
+:math:`g = R_c^Tv`, and :math:`d(\\|v\\|^2/\\gamma) = \\mathrm{Tr}(P_1^TdH\\,1)`,
+:math:`P_1 = -2v/\\gamma + (\\|v\\|^2/\\gamma^2)1` (:mod:`nyhopt.objectives._mean`).
 """
 from __future__ import annotations
 

@@ -30,6 +30,16 @@ For a fixed :math:`V` (m x p) and :math:`q = B^{-1}V`, from
 with :math:`R_t = Y_t - K_t\\alpha`.  All cotangents on :math:`K_t` and
 :math:`K_v` have rank at most :math:`3p`, so the kernel adjoints run in
 low-rank form (no ``n x m`` cotangent).
+
+Constant mean (``mean="constant"``).  The fit on the training part has an
+unpenalized constant, :math:`c^* = v_t^TY_t/\\gamma_t` (:math:`v_t = (I -
+H_t)1`, :math:`\\gamma_t = 1^Tv_t`), :math:`\\alpha` the fit of
+:math:`Y_t - 1c^{*T}`, and :math:`R_v = Y_v - K_v\\alpha - 1c^{*T}`.  Then
+:math:`dR_v = -dK_v\\alpha - K_v\\,d\\alpha|_c - v_v\\,dc^{*T}` with
+:math:`v_v = 1 - K_v\\alpha_1` (:math:`\\alpha_1` the fit of the ones) and
+:math:`dc^* = -1^TdH_t\\,\\tilde Y_t/\\gamma_t`, which adds the quadratic form
+:math:`2c\\,\\mathrm{Tr}((1g^T/\\gamma_t)^TdH_t\\,\\tilde Y_t)`,
+:math:`g = R_v^Tv_v`, on the training rows (:mod:`nyhopt.objectives._mean`).
 """
 from __future__ import annotations
 

@@ -36,6 +36,17 @@ and in factored form, with :math:`\\Psi = VUV^T` and :math:`X_1 = C^{-1}L^{-1}`:
 :math:`\\Phi = X_1^T\\Psi X_1`, :math:`\\mathrm{Tr}(\\Phi\\tilde K) =
 \\mathrm{Tr}(C^{-T}\\Psi C^{-1})` (since :math:`X_1L = C^{-1}`).  Cost: three more ``n x m x m`` products than
 :mod:`nyhopt.objectives.prop` (:math:`V`, :math:`\\Psi`, :math:`UV^TX_1`).
+
+Constant mean (``mean="constant"``).  The leave-one-out error of the smoother
+with intercept :math:`H_c = H + vv^T/\\gamma`: residuals :math:`R_c =
+(I-H)\\tilde Y` and leverages :math:`h_c = h + v\\odot v/\\gamma`.  The
+gradient adds, to the two terms above (with :math:`u`, :math:`w` from
+:math:`h_c`, :math:`R_c`), :math:`\\mathrm{Tr}(G^TdR_c)` with
+:math:`G = 2c\\,\\mathrm{diag}(w)R_c` through :math:`dc^* = -1^TdH\\,\\tilde Y/\\gamma`,
+and :math:`2c\\sum_iu_i\\,d(v_i^2/\\gamma) = \\mathrm{Tr}(P_1^TdH\\,1)`,
+:math:`P_1 = 2c\\,[-2(u\\odot v)/\\gamma + (u^T(v\\odot v)/\\gamma^2)1]`
+(:mod:`nyhopt.objectives._mean`; :math:`A(u\\odot v)` is one more column of
+the pass that forms :math:`A\\,\\mathrm{diag}(w)R_c`).
 """
 from __future__ import annotations
 

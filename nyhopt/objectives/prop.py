@@ -45,6 +45,16 @@ All :math:`G_{nm}` parts are summed into one :math:`A^T W + Y Q_1^T`, formed
 with a single ``n x m x m`` product, and contracted once with the kernel
 adjoint (see :mod:`nyhopt.objectives._exact`).  Cost
 :math:`O(nm^2 + m^3)`, memory two ``n x m`` arrays.
+
+Constant mean (``mean="constant"``).  With the smoother of ridge regression
+with intercept, :math:`H_c = H + vv^T/\\gamma` (:math:`v = (I-H)1`,
+:math:`\\gamma = 1^Tv`), :math:`D` becomes :math:`D_c = D + \\|v\\|^2/\\gamma`
+and :math:`F` becomes :math:`F_c = \\mathrm{Tr}\\,\\tilde Y^T(I-H)\\tilde Y`,
+:math:`\\tilde Y = Y - 1c^{*T}`, :math:`c^* = v^TY/\\gamma`.  Gradient:
+:math:`dF_c = -\\mathrm{Tr}(\\tilde Y^TdH\\,\\tilde Y)` (envelope theorem) and
+:math:`d(\\|v\\|^2/\\gamma) = \\mathrm{Tr}(P_1^TdH\\,1)`,
+:math:`P_1 = -2v/\\gamma + (\\|v\\|^2/\\gamma^2)1`, both quadratic forms of
+:math:`dH` (:mod:`nyhopt.objectives._mean`).
 """
 from __future__ import annotations
 

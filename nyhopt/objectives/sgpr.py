@@ -57,6 +57,19 @@ envelope theorem the gradient in :math:`(\\log\\lambda, \\log\\ell, Z)` is
 the partial gradient above at :math:`a = a^*` and the one in
 :math:`\\log a` is 0.  The last :math:`a^*` is kept in
 :attr:`SGPR.last_amplitude` (``tune`` records it).
+
+Constant mean (``mean="constant"``, the default here).  The bound of the GP
+:math:`y \\sim GP(c, a\\,k)` with one constant per output, profiled with the
+amplitude (the joint optimum): the data term
+:math:`\\mathrm{Tr}((Y-1c^T)^TS_n^{-1}(Y-1c^T))/a` is minimized by the GLS
+constant :math:`c^* = 1^TS_n^{-1}Y/1^TS_n^{-1}1 = v^TY/\\gamma`
+(:math:`v = (I-H)1`, :math:`\\gamma = 1^Tv`) for every :math:`a`, so the
+profile of the amplitude keeps its form with :math:`F` replaced by
+:math:`F_c = \\mathrm{Tr}\\,\\tilde Y^T(I-H)\\tilde Y`, :math:`\\tilde Y = Y -
+1c^{*T}`: :math:`a^* = F_c/(n^2p\\lambda)`.  By the envelope theorem the
+gradient is the one above at :math:`\\tilde Y` with :math:`c^*` fixed
+(:mod:`nyhopt.objectives._mean`).  The last :math:`c^*` is
+:attr:`SGPR.last_intercept`.
 """
 from __future__ import annotations
 
