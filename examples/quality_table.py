@@ -83,6 +83,9 @@ def parse_args(argv=None):
     parser.add_argument("--validation", type=_validation, default=5,
                         help="validation= of the 'validated' method: an int k >= 2 (k folds, "
                              "default 5) or a fraction in (0, 1)")
+    parser.add_argument("--stem", default=STEM,
+                        help=f"file names <stem>.csv and <stem>.md (default {STEM}; the constant-mean "
+                             "comparison: --methods means --stem quality_mean)")
     parser.add_argument("--gpytorch-csv", type=Path, default=None,
                         help="CSV written by gpytorch_sgpr_baseline.py; its rows replace the "
                              "gpytorch rows")
@@ -318,19 +321,22 @@ def render(rows, out: Path, args):
     lines, summary = targets(stats, [e["dataset"] for e in errors])
     columns = ["dataset", "sgpr / gpytorch", "best objective", "validated / best",
                "validated / gpytorch"]
+    issue = ""
+    if any(m in METHODS + ["gpytorch"] for m in methods):
+        issue = ("\nTargets of issue #13 (ratios of mean test errors)\n\n"
+                 + common.markdown_table([{c: f"{v:.4f}" if isinstance(v, float) else v for c, v in line.items()}
+                                          for line in lines], columns) + "\n" + summary + "\n")
     text = ("Test error (mean ± std over seeds; bold: lowest mean)\n\n"
             + common.markdown_table(errors, ["dataset", "metric"] + methods)
             + "\nWall time per run, seconds (mean over seeds)\n\n"
             + common.markdown_table(seconds, ["dataset"] + methods)
-            + "\nTargets of issue #13 (ratios of mean test errors)\n\n"
-            + common.markdown_table([{c: f"{v:.4f}" if isinstance(v, float) else v for c, v in line.items()}
-                                     for line in lines], columns) + "\n" + summary + "\n" + mean_text)
+            + issue + mean_text)
     notes = (f"m = {args.centers} centers, Adam lr {args.lr}, {args.epochs} steps, no early "
              "stopping; metric: RMSE on standardized labels (regression), sign error "
              "(classification), on the test split; validated: objective among "
              f"{', '.join(VALIDATED)} chosen with validation={args.validation!r}. "
              "Missing methods were not run.")
-    common.write_markdown(text, out / f"{STEM}.md", "nyhopt objectives against GPyTorch SGPR",
+    common.write_markdown(text, out / f"{args.stem}.md", "nyhopt objectives against GPyTorch SGPR",
                           notes, script="quality_table.py")
     return errors
 
@@ -338,7 +344,7 @@ def render(rows, out: Path, args):
 def main(argv=None):
     args = parse_args(argv)
     out = common.output_dir(args)
-    raw = out / f"{STEM}.csv"
+    raw = out / f"{args.stem}.csv"
     rows = load_rows(raw)
     common.log(args, f"quality table: datasets {args.datasets}, seeds {args.seeds}, "
                      f"methods {args.methods}, m={args.centers}, steps={args.epochs}")
