@@ -325,12 +325,13 @@ def test_stoch_prop_on_dask_bad_options(client, problem):
                         ({"trace_estimator": "hutchinson"}, "trace_estimator"),
                         ({"kernel_cache": True}, "kernel_cache"),
                         ({"gram": True}, "gram"),
+                        ({"mean": "constant"}, "mean"),
                         ({"folds": 3}, "unknown option")):
         with pytest.raises(ValueError, match=match):
             nh.make_objective("stoch-prop", Xd, yd, **opts)
     # the single-machine defaults are accepted: the cluster streams
-    obj = nh.make_objective("stoch-prop", Xd, yd, kernel_cache="auto", gram="auto")
-    assert obj.kernel_cache is False and obj.gram is False
+    obj = nh.make_objective("stoch-prop", Xd, yd, kernel_cache="auto", gram="auto", mean="zero")
+    assert obj.kernel_cache is False and obj.gram is False and obj.mean == "zero"
     obj.release()
 
 
