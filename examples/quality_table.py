@@ -336,7 +336,9 @@ def render(rows, out: Path, args):
              "(classification), on the test split; validated: objective among "
              f"{', '.join(VALIDATED)} chosen with validation={args.validation!r}. "
              "Missing methods were not run.")
-    common.write_markdown(text, out / f"{args.stem}.md", "nyhopt objectives against GPyTorch SGPR",
+    title = ("nyhopt objectives against GPyTorch SGPR" if issue
+             else "nyhopt objectives with and without a constant mean")
+    common.write_markdown(text, out / f"{args.stem}.md", title,
                           notes, script="quality_table.py")
     return errors
 
