@@ -285,3 +285,43 @@ def test_tune_keeps_the_tuned_constant(objective, tmp_path):
     np.testing.assert_allclose(back.predict(X), est.predict(X), rtol=1e-12)
     zero = nh.tune(X, y, objective="gcv", centers=15, epochs=2, progress=False)
     assert not zero.model.fit_intercept and zero.model.intercept_ == zero.model.y_mean_[0]
+
+
+# -- GPU (skipped without one) ---------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("nyhopt.backend", fromlist=["gpu_available"]).gpu_available(),
+                    reason="needs a CUDA GPU (CuPy)")
+@pytest.mark.parametrize("name", EXACT + ["stoch-prop"])
+def test_cupy_matches_numpy_with_the_constant(name):
+    import cupy as cp
+
+    X, y, params = grad_problem(n=200, p=2, m=20)
+    y = y + 2.0
+    opts = dict(mean="constant", random_state=0)
+    if name == "stoch-prop":
+        opts.update(tol=1e-10, maxiter=500, warm_start=False)
+    ref = make_objective(name, X, y, **opts)
+    v, g = ref.value_and_grad(params)
+    obj = make_objective(name, cp.asarray(X), cp.asarray(y), **opts)
+    vd, gd = obj.value_and_grad(nh.Params(params.log_penalty, params.log_lengthscale, cp.asarray(params.centers)))
+    assert vd == pytest.approx(v, rel=1e-8)
+    np.testing.assert_allclose(cp.asnumpy(gd.centers), g.centers, rtol=1e-6, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(obj.last_intercept), ref.last_intercept, rtol=1e-8)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("nyhopt.backend", fromlist=["gpu_available"]).gpu_available(),
+                    reason="needs a CUDA GPU (CuPy)")
+@pytest.mark.parametrize("solver", ["direct", "falkon"])
+def test_cupy_model_keeps_the_intercept(solver):
+    import cupy as cp
+
+    X, y = _data()
+    kw = dict(kernel=nh.GaussianKernel(0.7), penalty=1e-3, solver=solver, tol=1e-10, maxiter=500,
+              fit_intercept=True, normalize_y=True)
+    ref = nh.NystromKRR(centers=X[:20] + 0.01, **kw).fit(X, y)
+    gpu = nh.NystromKRR(centers=cp.asarray(X[:20] + 0.01), **kw).fit(cp.asarray(X), cp.asarray(y))
+    assert abs(gpu.intercept_ - ref.intercept_) < 1e-7 * abs(ref.intercept_)
+    pred = gpu.predict(cp.asarray(X))
+    assert isinstance(pred, cp.ndarray)
+    np.testing.assert_allclose(cp.asnumpy(pred), ref.predict(X), rtol=1e-7)
