@@ -424,7 +424,8 @@ class StochasticProp(Objective):
         gram = self.gram
         if gram == "auto":
             expected = EXPECTED_ITERATIONS if self.last_solve is None else max(self.last_solve.iterations, 1)
-            gram = gram_pays(m, self.n_probes + self.p + self._n_ones, expected, xp)
+            gram = gram_pays(m, self.n_probes + self.p + self._n_ones, expected, xp, dtype=self.X.dtype,
+                             held=cache is not None)
         return cache, gram
 
     def _cpu_engine(self, params):
