@@ -163,7 +163,12 @@ def test_offline_download_leaves_no_folder_and_says_it_in_one_line(tmp_path, mon
     pytest.importorskip("pooch")
     from nyhopt.datasets import DatasetNotAvailableError, load_dataset
 
+    from nyhopt import datasets
+
     monkeypatch.delenv("NYHOPT_DATA", raising=False)
+    monkeypatch.delenv("NYHOPT_CACHE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(datasets, "_repo_root", lambda: tmp_path / "nowhere" / "repo")  # no ../shared/data
     monkeypatch.setenv("NYHOPT_DATA_URL", "http://127.0.0.1:9")  # the discard port: connection refused
     cache = tmp_path / "cache" / "nyhopt"
     with pytest.raises(DatasetNotAvailableError) as info:

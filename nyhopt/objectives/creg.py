@@ -54,7 +54,7 @@ class CReg(Objective):
 
     def _evaluate(self, ctx):
         xp, n, p, s2 = self.xp, self.n, self.p, self.noise_variance
-        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp)
+        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad)
         mf = centered_fit(fac, self.Y, xp) if self.mean == "constant" else None
         f = fit(fac, self.Y, xp) if mf is None else mf.fit
         self.last_intercept = None if mf is None else mf.c

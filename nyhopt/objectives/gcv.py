@@ -80,7 +80,7 @@ class GCV(Objective):
 
     def _evaluate(self, ctx):
         xp, n, p = self.xp, self.n, self.p
-        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp)
+        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad)
         mf = centered_fit(fac, self.Y, xp) if self.mean == "constant" else None
         f = fit(fac, self.Y, xp) if mf is None else mf.fit
         self.last_intercept = None if mf is None else mf.c

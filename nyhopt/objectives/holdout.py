@@ -49,7 +49,7 @@ import numpy as np
 
 from ..ops import kernel_matrix
 from ._base import Evaluation, KernelCotangent, Objective
-from ._exact import CotangentBuilder, _sumsq, factorize, fit, tri_solve
+from ._exact import CotangentBuilder, _sumsq, factorize, fit, kernel_reused, tri_solve
 from ._mean import MeanChain, centered_fit
 
 __all__ = ["Holdout"]
@@ -116,7 +116,7 @@ class Holdout(Objective):
 
     def _evaluate(self, ctx):
         xp = self.xp
-        fac = factorize(ctx.kernel, self._Xt, ctx.Z, ctx.penalty, xp)
+        fac = factorize(ctx.kernel, self._Xt, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad)
         p = self.p
         if self.mean == "constant":
             mf = centered_fit(fac, self._Yt, xp)
@@ -125,20 +125,22 @@ class Holdout(Objective):
         else:
             mf, f, Yb = None, fit(fac, self._Yt, xp), self._Yt
             alpha = f.alpha
-        Kv = kernel_matrix(ctx.kernel, self._Xv, ctx.Z)
+        # K_v^T = k(Z, X_v) (m, n_val); computed in that order when the adjoint reads it again
+        keep = ctx.need_grad and kernel_reused(ctx.kernel, xp)
+        KvT = kernel_matrix(ctx.kernel, ctx.Z, self._Xv) if keep else kernel_matrix(ctx.kernel, self._Xv, ctx.Z).T
         # with the constant: the fit of its train split, R_v = Y_v - K_v alpha_c - c*
         Yv = self._Yv if mf is None else self._Yv - xp.asarray(mf.c).astype(self._Yv.dtype)[None, :]
-        Rv = Yv - Kv @ alpha.astype(Kv.dtype)
+        Rv = Yv - KvT.T @ alpha.astype(KvT.dtype)
         c = 1.0 / (self.n_val * p)
         terms = {"validation_error": _sumsq(Rv, xp) * c}
         if not ctx.need_grad:
             return Evaluation(terms)
         b = CotangentBuilder(fac, Yb, f, xp)
-        KvR = (Kv.T @ Rv).astype(xp.float64)
+        KvR = (KvT @ Rv).astype(xp.float64)
         if mf is not None:
             # dR_v = -dK_v alpha_c - K_v dalpha_c|_c - v_v dc*, v_v = 1 - K_v alpha_1, and
             # dc* = -1^T dH_t Ytilde_t / gamma: a quadratic form with P = 1 g^T / gamma, g = R_v^T v_v.
-            vv_ = 1.0 - Kv @ f.alpha[:, p].astype(Kv.dtype)
+            vv_ = 1.0 - KvT.T @ f.alpha[:, p].astype(KvT.dtype)
             g = (Rv.T @ vv_).astype(xp.float64) / mf.gamma
             chain = MeanChain(mf, fac, xp)
             chain.P[:, :p] += (2.0 * c) * g[None, :]
@@ -146,6 +148,6 @@ class Holdout(Objective):
             chain.flush(b)
             KvR = xp.concatenate([KvR, xp.zeros((KvR.shape[0], 1), dtype=KvR.dtype)], axis=1)
         b.add_alpha_vjp(tri_solve(fac.L, KvR, xp), -2.0 * c)
-        del Kv
-        val = KernelCotangent(self._Xv, P=Rv, Q=((-2.0 * c) * alpha).astype(Rv.dtype))
+        val = KernelCotangent(self._Xv, P=Rv, Q=((-2.0 * c) * alpha).astype(Rv.dtype), KT=KvT if keep else None)
+        del KvT
         return Evaluation(terms, b.cotangents(self._Xt, extra_nm=(val,)))

@@ -116,7 +116,7 @@ class Prop(Objective):
     def _evaluate(self, ctx):
         xp, n, p, s2, lam = self.xp, self.n, self.p, self.noise_variance, ctx.penalty
         c = float(n) ** 2 if self.normalization == "released" else float(n)
-        fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp)
+        fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp, keep_kernel=ctx.need_grad)
         mf = centered_fit(fac, self.Y, xp) if self.mean == "constant" else None
         f = fit(fac, self.Y, xp) if mf is None else mf.fit
         self.last_intercept = None if mf is None else mf.c

@@ -696,3 +696,4 @@ def adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=("lengthscale", "centers"))
         _chunked(_adjoint_lowrank, X.shape[0] * Zt.shape[1], code, X, ell_full, Zt, P, Qt, *acc)
 
     return _adjoint(run, X, Zt, ell, ell_full, flags)
+
