@@ -1,15 +1,17 @@
-"""The "not fitted" error of the estimators, and its check (documented internal API).
+"""The fitted state of the estimators: the "not fitted" error, its check, the constant (documented internal API).
 
 :class:`NotFittedError` is public as ``nyhopt.NotFittedError`` /
 ``nyhopt.estimator.NotFittedError``; :func:`check_fitted` and
-:func:`not_fitted_error` serve every estimator module (in memory and on a
+:func:`not_fitted_error`, :func:`as_intercept` and :func:`intercept_of` serve every estimator module (in memory and on a
 cluster) without importing :mod:`nyhopt.estimator`.
 """
 from __future__ import annotations
 
 import sys
 
-__all__ = ["NotFittedError", "not_fitted_error", "check_fitted"]
+import numpy as np
+
+__all__ = ["NotFittedError", "not_fitted_error", "check_fitted", "as_intercept", "intercept_of"]
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -45,3 +47,17 @@ def check_fitted(est):
             f"This {type(est).__name__} instance is not fitted yet; call 'fit' with appropriate "
             "arguments before using this estimator"
         )
+
+
+def as_intercept(c, one_output):
+    """``intercept_`` as scikit-learn has it: a float for one 1-D output, else an array (p,)."""
+    c = np.asarray(c, dtype=np.float64).reshape(-1)
+    return float(c[0]) if one_output else c
+
+
+def intercept_of(est):
+    """The constant of the predictor as an array (p,) (models without ``intercept_``: the target mean or 0)."""
+    c = getattr(est, "intercept_", None)
+    if c is None:
+        c = est.y_mean_ if getattr(est, "normalize_y", False) else 0.0
+    return np.atleast_1d(np.asarray(c, dtype=np.float64))

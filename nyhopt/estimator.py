@@ -33,8 +33,10 @@ from .backend import as_native, get_namespace, is_cupy_namespace
 from .kernels import GaussianKernel, Kernel, make_kernel
 from .ops import kmv
 from ._fitted import NotFittedError, check_fitted as _check_fitted
+from ._fitted import as_intercept as _as_intercept, intercept_of as _intercept_of
 from .distributed._detect import any_dask_array, is_dask_array
 from .solvers import ConvergenceWarning, direct_solve, falkon_solve
+from ._intercept import profile_intercept, with_ones
 
 __all__ = [
     "NystromKRR",
@@ -106,7 +108,7 @@ class _NystromBase(EstimatorMixin):
     """Parameters, fitting and prediction shared by the two estimators."""
 
     def __init__(self, kernel=None, penalty=1e-6, centers=100, solver="falkon", maxiter=100, tol=1e-7,
-                 random_state=None):
+                 random_state=None, fit_intercept=False):
         self.kernel = kernel
         self.penalty = penalty
         self.centers = centers
@@ -114,6 +116,7 @@ class _NystromBase(EstimatorMixin):
         self.maxiter = maxiter
         self.tol = tol
         self.random_state = random_state
+        self.fit_intercept = fit_intercept
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "alpha_")
@@ -140,7 +143,7 @@ class _NystromBase(EstimatorMixin):
             raise TypeError(f"kernel must be None, a kernel name or a Kernel instance, got {self.kernel!r}")
         return solver, penalty, tol, int(mi), kernel
 
-    def _fit_targets(self, X, Y, xp):
+    def _fit_targets(self, X, Y, xp, stacklevel=3):
         """Fit on validated ``X`` (n, d) and float targets ``Y`` (n, p); sets the fitted attributes."""
         solver, penalty, tol, maxiter, kernel = self._check_params()
         kernel.lengthscale_array(X.shape[1])  # validates the lengthscale against the features
@@ -162,7 +165,7 @@ class _NystromBase(EstimatorMixin):
                     f"with relative residual {record.cg.residual_norms[-1]:.3g} above tol={tol:.3g}; "
                     "increase maxiter (see converged_ and solve_)",
                     ConvergenceWarning,
-                    stacklevel=3,
+                    stacklevel=stacklevel,
                 )
         if y_pow2 != 1.0:
             alpha = alpha * y_pow2
@@ -177,6 +180,24 @@ class _NystromBase(EstimatorMixin):
         self.converged_ = converged
         self.n_features_in_ = X.shape[1]
         return alpha
+
+    def _fit_with_intercept(self, X, Y, xp):
+        """``(alpha, c)``: coefficients and the unpenalized constant (float64 NumPy (p,), zeros without it).
+
+        With ``fit_intercept`` the system is solved for ``[Y | 1]`` and the
+        constant profiled in closed form (:func:`nyhopt._intercept.profile_intercept`).
+        """
+        fi = self.fit_intercept
+        if not isinstance(fi, (bool, np.bool_)):
+            raise TypeError(f"fit_intercept must be True or False, got {fi!r}")
+        n, p = Y.shape
+        if not fi:
+            return self._fit_targets(X, Y, xp, stacklevel=4), np.zeros(p)
+        alpha = self._fit_targets(X, with_ones(Y, xp), xp, stacklevel=4)
+        try:
+            return profile_intercept(self.kernel_, X, self.centers_, Y, alpha, self.penalty)
+        except ValueError as exc:
+            raise ValueError(f"{type(self).__name__}.fit: {exc} (fit_intercept=False)") from None
 
     def _decision(self, X):
         _check_fitted(self)
@@ -217,12 +238,24 @@ class NystromKRR(_NystromBase):
         deviation before solving, and map predictions back
         (:math:`\mu + \sigma k(x, Z)\alpha`); a constant column is only centered.
         This is how the paper fits after tuning on standardized labels.
+    fit_intercept : bool, default False
+        Fit an unpenalized constant :math:`c` per output with the
+        coefficients (ridge regression with intercept):
+        :math:`\min_{\alpha, c}\frac1n\|Y - 1c^T - K_{nm}\alpha\|^2 +
+        \lambda\,\mathrm{Tr}(\alpha^TK_{mm}\alpha)`, solved in closed
+        form (``docs/objectives.md``, "A constant mean").  The model that
+        :func:`nyhopt.tune` fits for an objective with ``mean="constant"``.
 
     Attributes
     ----------
     alpha_ : array, shape (m,) or (m, p)
         Coefficients (float64), on the device of the training data, for the
         standardized targets when ``normalize_y`` is True.
+    intercept_ : float or numpy.ndarray of shape (p,)
+        The constant of the predictor in the units of ``y`` (a float for a
+        1-D ``y``): predictions are ``intercept_ + y_scale_ * k(x, Z) alpha_``.
+        The fitted constant with ``fit_intercept`` (plus ``y_mean_``), else
+        ``y_mean_`` with ``normalize_y``, else 0.
     y_mean_, y_scale_ : numpy.ndarray of shape (p,)
         Target statistics (0 and 1 when ``normalize_y`` is False).
     centers_ : array, shape (m, d)
@@ -261,9 +294,9 @@ class NystromKRR(_NystromBase):
     _estimator_type = "regressor"
 
     def __init__(self, kernel=None, penalty=1e-6, centers=100, solver="falkon", maxiter=100, tol=1e-7,
-                 random_state=None, normalize_y=False):
+                 random_state=None, normalize_y=False, fit_intercept=False):
         super().__init__(kernel=kernel, penalty=penalty, centers=centers, solver=solver, maxiter=maxiter,
-                         tol=tol, random_state=random_state)
+                         tol=tol, random_state=random_state, fit_intercept=fit_intercept)
         self.normalize_y = normalize_y
 
     def fit(self, X, y, client=None):
@@ -309,26 +342,28 @@ class NystromKRR(_NystromBase):
             mean, std = column_mean_std(Y, xp)  # no overflow for huge finite targets
             scale = np.where(std > 0, std, 1.0)
             Y = standardize(Y.astype(xp.float64), mean, scale, xp).astype(X.dtype)
-        alpha = self._fit_targets(X, Y, xp)
+        alpha, c = self._fit_with_intercept(X, Y, xp)
         self.alpha_ = alpha[:, 0] if was_1d else alpha
         self.y_mean_, self.y_scale_ = mean, scale
+        self.intercept_ = _as_intercept(mean + scale * c, was_1d)
         return self
 
     def predict(self, X):
-        """Predictions :math:`k(X, Z)\\alpha` (mapped back when ``normalize_y``), shape (n,) or (n, p),
-        same array type as ``X``."""
+        """Predictions :math:`c + s\\,k(X, Z)\\alpha` (``intercept_``, ``y_scale_``, ``alpha_``), shape (n,)
+        or (n, p), same array type as ``X``."""
         if is_dask_array(X):  # a dask array, block by block
             from .distributed.estimator import predict_dask
 
             return predict_dask(self, X)
         f = self._decision(X)
-        if not self.normalize_y:
+        shift = _intercept_of(self)
+        if not self.normalize_y and not np.any(shift):
             return f
         xp = get_namespace(f)
         if f.ndim == 1:
-            out = f * f.dtype.type(self.y_scale_[0]) + f.dtype.type(self.y_mean_[0])
+            out = f * f.dtype.type(self.y_scale_[0]) + f.dtype.type(shift[0])
         else:
-            out = f * xp.asarray(self.y_scale_, dtype=f.dtype) + xp.asarray(self.y_mean_, dtype=f.dtype)
+            out = f * xp.asarray(self.y_scale_, dtype=f.dtype) + xp.asarray(shift, dtype=f.dtype)
         if not bool(xp.all(xp.isfinite(out))):
             raise ValueError(f"predictions overflow {f.dtype} when mapped back to the units of y "
                              f"(y_scale_ = {self.y_scale_.tolist()}); X is far outside the training data")
@@ -388,14 +423,17 @@ class NystromKRRClassifier(_NystromBase):
 
     Parameters
     ----------
-    kernel, penalty, centers, solver, maxiter, tol, random_state
-        As for :class:`NystromKRR`.
+    kernel, penalty, centers, solver, maxiter, tol, random_state, fit_intercept
+        As for :class:`NystromKRR` (the constant is fitted to the encoded
+        -1/+1 or one-hot targets).
 
     Attributes
     ----------
     classes_ : array, shape (n_classes,)
         Sorted class labels.
     alpha_ : array, shape (m,) for two classes, (m, n_classes) otherwise
+    intercept_ : float or numpy.ndarray of shape (n_classes,)
+        The constant of the scores (0 unless ``fit_intercept``).
     centers_, kernel_, n_features_in_, feature_names_in_, solve_, converged_
         As for :class:`NystromKRR`.
 
@@ -449,14 +487,21 @@ class NystromKRRClassifier(_NystromBase):
         else:
             Y = xp.zeros((X.shape[0], classes.shape[0]), dtype=X.dtype)
             Y[xp.arange(X.shape[0]), idx] = 1
-        alpha = self._fit_targets(X, Y, xp)
+        alpha, c = self._fit_with_intercept(X, Y, xp)
         self.classes_ = classes
         self.alpha_ = alpha[:, 0] if classes.shape[0] == 2 else alpha
+        self.intercept_ = _as_intercept(c, classes.shape[0] == 2)
         return self
 
     def decision_function(self, X):
-        """Scores: shape (n,) for two classes (> 0 means ``classes_[1]``), else (n, n_classes)."""
-        return self._decision(X)
+        """Scores :math:`c + k(X, Z)\\alpha`: shape (n,) for two classes (> 0 means ``classes_[1]``), else
+        (n, n_classes)."""
+        f = self._decision(X)
+        shift = _intercept_of(self)
+        if not np.any(shift):
+            return f
+        xp = get_namespace(f)
+        return f + (f.dtype.type(shift[0]) if f.ndim == 1 else xp.asarray(shift, dtype=f.dtype))
 
     def predict(self, X):
         """Predicted class labels, shape (n,), same array type as ``X``."""

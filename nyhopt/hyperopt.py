@@ -173,6 +173,7 @@ class _HyperoptBase(EstimatorMixin):
         self.model_ = result.model
         self.params_ = result.params
         self.amplitude_ = result.params.amplitude
+        self.intercept_ = result.model.intercept_
         self.history_ = result.history
         self.best_epoch_ = result.best_epoch
         self.stop_reason_ = result.stop_reason
@@ -292,6 +293,11 @@ _PARAMS_DOC = """
     amplitude_ : float
         The learned kernel amplitude (signal variance) of ``sgpr``; 1.0 for
         the objectives that ignore it.  The fitted model does not depend on it.
+    intercept_ : float or numpy.ndarray
+        ``model_.intercept_``: the constant of the predictions (in the units
+        of ``y`` for the regressor, of the scores for the classifier): the
+        tuned constant with ``objective_options={"mean": "constant"}`` (the
+        default of ``sgpr``), else the targets' mean (regressor) or 0.
     best_epoch_ : int
     stop_reason_ : str
     objective_ : str

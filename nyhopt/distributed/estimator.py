@@ -16,7 +16,9 @@ from .. import ops
 from .._centers import select_centers
 from .._validation import check_matrix
 from ..backend import get_namespace, to_numpy
-from .._fitted import check_fitted
+from .._fitted import as_intercept, check_fitted, intercept_of
+from ..solvers import jitter
+from . import _blocks
 from ..solvers import ConvergenceWarning
 from ._detect import is_dask_array
 from .falkon import falkon_solve_sharded
@@ -37,7 +39,11 @@ def fit_dask(est, X, y, client=None):
         raise TypeError("y is a dask array but X is not; pass X as a dask array too")
     if y is None:
         raise ValueError("y is None; this estimator requires y to be passed, but the target y is None")
+    fit_intercept = getattr(est, "fit_intercept", False)
+    if not isinstance(fit_intercept, (bool, np.bool_)):
+        raise TypeError(f"fit_intercept must be True or False, got {fit_intercept!r}")
     data = ShardedData(X, y, client=client)
+    c = np.zeros(data.p)
     try:
         kernel.lengthscale_array(data.d)
         Z = select_centers(X, est.centers, est.random_state, np)
@@ -48,7 +54,12 @@ def fit_dask(est, X, y, client=None):
             mean, std = data.target_moments()
             scale = np.where(std > 0, std, 1.0)
             data = data.scale_targets(mean, scale)
+        if fit_intercept:
+            data = data.derive(_blocks.block_with_ones)
         record = falkon_solve_sharded(kernel, data, Z, penalty, tol=tol, maxiter=maxiter, warn=False)
+        alpha = record.alpha
+        if fit_intercept:
+            alpha, c = _profile_intercept(data, kernel, Z, alpha, penalty)
     finally:
         data.release()
     if not record.cg.converged:
@@ -63,12 +74,29 @@ def fit_dask(est, X, y, client=None):
     est.n_features_in_ = data.d
     if hasattr(est, "_check_feature_names"):
         est._check_feature_names(None, reset=True)  # a dask array has no feature names
-    est.alpha_ = record.alpha[:, 0] if np.ndim(y) == 1 else record.alpha
+    est.alpha_ = alpha[:, 0] if np.ndim(y) == 1 else alpha
     est.y_mean_, est.y_scale_ = mean, scale
+    est.intercept_ = as_intercept(mean + scale * c, np.ndim(y) == 1)
     return est
 
 
-def _predict_block(Xb, kernel, Z, alpha, mean, scale):
+def _profile_intercept(data, kernel, Z, alpha, penalty):
+    """``(alpha_c, c)`` from ``alpha`` of ``[Y | 1]`` (:func:`nyhopt._intercept.profile_intercept` on the blocks)."""
+    p = alpha.shape[1] - 1
+    s = data.reduce(_blocks.block_intercept_stats, data.broadcast((kernel, Z)), alpha)[0]  # R^T r_1
+    Kmm = ops.kernel_matrix(kernel, Z).astype(np.float64)
+    Kmm[np.arange(Kmm.shape[0]), np.arange(Kmm.shape[0])] += jitter(Z.dtype)
+    nl = data.n * float(penalty)
+    Ka1 = Kmm @ alpha[:, p]
+    gamma = float(s[p]) + nl * float(alpha[:, p] @ Ka1)
+    c = (s[:p] + nl * (alpha[:, :p].T @ Ka1)) / gamma
+    if not (gamma > 0 and np.all(np.isfinite(c))):
+        raise ValueError(f"the intercept is not determined (1^T (I - H) 1 = {gamma:.3g}); use a larger penalty "
+                         "or fit_intercept=False")
+    return alpha[:, :p] - alpha[:, p:] @ c[None, :], c
+
+
+def _predict_block(Xb, kernel, Z, alpha, mean, scale):  # mean: the intercept (None: f as it is)
     xp = get_namespace(Xb)
     Xb = check_matrix(Xb, "X", xp)
     f = ops.kmv(kernel, Xb, xp.asarray(Z, dtype=Xb.dtype), xp.asarray(alpha))
@@ -89,7 +117,8 @@ def predict_dask(est, X):
         )
     alpha = to_numpy(est.alpha_)
     dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float64)
-    norm = (est.y_mean_, est.y_scale_) if getattr(est, "normalize_y", False) else (None, None)
+    shift = intercept_of(est)
+    norm = (shift, est.y_scale_) if getattr(est, "normalize_y", False) or np.any(shift) else (None, None)
     args = (est.kernel_, to_numpy(est.centers_), alpha, *norm)
     meta = X._meta.astype(dtype)  # an empty array of the chunks' type (NumPy or CuPy)
     if alpha.ndim == 1:

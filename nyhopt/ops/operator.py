@@ -296,13 +296,17 @@ class KernelOperator:
     def residual_cotangent(self, W, fit, beta, a, extra=None):
         """Cotangent ``P Q^T`` on :math:`K`: ``P = 2 (W - u) diag(beta)``, ``Q = a`` (``u`` of ``fit``).
 
+        A symmetric matrix ``beta`` (bilinear forms of the columns, the
+        constant mean of ``stoch-prop``) gives ``P = 2 (W - u) beta``.
+
         ``extra = (omega, Gam)`` appends the columns ``W[:, :k] diag(omega)``
         to ``P`` and ``Gam`` to ``Q``.  Contracted by
         :func:`nyhopt.objectives._base.params_gradient` (the low-rank adjoint pass).
         """
         xp, X = self.xp, self.X
         f64 = xp.float64
-        P = (2.0 * (W.astype(f64, copy=False) - fit.u.astype(f64, copy=False))) * beta[None, :]
+        R2 = 2.0 * (W.astype(f64, copy=False) - fit.u.astype(f64, copy=False))
+        P = R2 @ beta if beta.ndim == 2 else R2 * beta[None, :]  # a matrix beta: bilinear forms
         Q = a
         if extra is not None:
             omega, Gam = extra

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import get_namespace, to_numpy
+from .._intercept import profile_intercept, with_ones
 from ..ops import kmv
 from ._targets import TargetEncoding, decode_predictions
 
@@ -74,22 +75,32 @@ class ErrorTracker:
     dtype : numpy dtype
         dtype of the data (the centers are cast to it).
     solver : {"direct", "falkon"}
+    fit_intercept : bool, default False
+        Fit the model with an unpenalized constant (the objective's ``mean="constant"``).
     """
 
-    def __init__(self, X, enc: TargetEncoding, y_train, X_val, y_val, kernel, dtype, solver):
+    def __init__(self, X, enc: TargetEncoding, y_train, X_val, y_val, kernel, dtype, solver, fit_intercept=False):
         self.X, self.enc, self.y_train = X, enc, y_train
         self.X_val, self.y_val = X_val, y_val
         self.kernel, self.dtype, self.solver = kernel, dtype, solver
+        self.fit_intercept = bool(fit_intercept)
 
     def __call__(self, params):
         """``(train_error, validation_error)``; NaN for a missing validation set."""
         kernel = self.kernel.with_lengthscale(params.lengthscale)
         Z = params.centers.astype(self.dtype, copy=False)
-        alpha = solve_alpha(kernel, self.X, Z, self.enc.Y, params.penalty, self.solver)
-        train = prediction_error(decode_predictions(kmv(kernel, self.X, Z, alpha), self.enc),
+        Y = self.enc.Y
+        if self.fit_intercept:
+            xp = get_namespace(Y)
+            alpha = solve_alpha(kernel, self.X, Z, with_ones(Y, xp), params.penalty, self.solver)
+            alpha, c = profile_intercept(kernel, self.X, Z, Y, alpha, params.penalty)
+            c = xp.asarray(c)
+        else:
+            alpha, c = solve_alpha(kernel, self.X, Z, Y, params.penalty, self.solver), 0.0
+        train = prediction_error(decode_predictions(kmv(kernel, self.X, Z, alpha) + c, self.enc),
                                  self.y_train, self.enc.task)
         val = float("nan")
         if self.X_val is not None:
-            val = prediction_error(decode_predictions(kmv(kernel, self.X_val, Z, alpha), self.enc),
+            val = prediction_error(decode_predictions(kmv(kernel, self.X_val, Z, alpha) + c, self.enc),
                                    self.y_val, self.enc.task)
         return train, val

@@ -10,7 +10,8 @@ Given data and an objective name, :func:`tune`
 3. runs Adam on :math:`\theta = (\log\lambda, \log\ell, Z)` for ``epochs``
    full-batch steps, recording the objective, its terms, the hyperparameters
    and (on request) train/validation errors at every step, stopping early when
-   the objective has not improved for ``patience`` steps;
+   the objective has not improved for ``patience`` steps and its trend has
+   stalled (relative to its own progress, ``nyhopt.optim._stopping``);
 4. fits the final N-KRR model with the best hyperparameters found (the lowest
    objective value).
 """
@@ -39,6 +40,7 @@ from ._setup import default_noise_variance
 from ._setup import initial_params as _initial_params
 from ._setup import split_validation as _split_validation
 from ._progress import ProgressBar, wants_progress
+from ._stopping import DEFAULT_REL_DELTA, trend_stalled
 from ._targets import encode_targets, resolve_task
 from ._tracking import ErrorTracker, choose_solver
 
@@ -55,7 +57,9 @@ class TuneResult(NamedTuple):
     ----------
     model : NystromKRR or NystromKRRClassifier
         Fitted with the best hyperparameters (regression: ``normalize_y=True``,
-        so predictions are in the targets' units).
+        so predictions are in the targets' units; ``fit_intercept=True`` when
+        the objective has ``mean="constant"``, so ``model.intercept_`` is the
+        tuned constant).
     params : Params
         The best hyperparameters (lowest objective value seen).
     history : History
@@ -148,11 +152,11 @@ def _warn_auto_classification(y):
             "this warning)", UserWarning, stacklevel=5)  # tune -> _start -> _start_in_memory -> here
 
 
-def _final_model(task, kernel, params, X, y, dtype, solver, client=None):
+def _final_model(task, kernel, params, X, y, dtype, solver, client=None, fit_intercept=False):
     from ..estimator import NystromKRR, NystromKRRClassifier
 
     kw = dict(kernel=kernel.with_lengthscale(params.lengthscale.copy()), penalty=params.penalty,
-              centers=params.centers.astype(dtype, copy=True), solver=solver)
+              centers=params.centers.astype(dtype, copy=True), solver=solver, fit_intercept=fit_intercept)
     if task == "classification":
         model = NystromKRRClassifier(**kw)
     else:
@@ -169,7 +173,8 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
          random_state=0, validation=None, progress=True, *, penalty=None, lengthscale=None,
          freeze=(), patience=10, min_delta=0.0, callback=None, task="auto", dtype=None,
          objective_options=None, solver="auto", record_terms=True, track_errors=None,
-         b1=0.9, b2=0.999, eps=1e-8, client=None, checkpoint=None, feature_names=None) -> TuneResult:
+         b1=0.9, b2=0.999, eps=1e-8, client=None, checkpoint=None, feature_names=None,
+         rel_delta=DEFAULT_REL_DELTA) -> TuneResult:
     r"""Tune penalty, lengthscales and centers of N-KRR by Adam on an objective.
 
     Parameters
@@ -240,9 +245,18 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         amplitude.
     patience : int or None, default 10
         Stop when the objective has not improved by more than ``min_delta``
-        for this many consecutive steps (None: never stop early).
+        for this many consecutive steps *and* its trend has stalled (see
+        ``rel_delta``); None: never stop early.
     min_delta : float, default 0.0
         Smallest decrease of the objective that counts as an improvement.
+    rel_delta : float, default 1e-3
+        The trend has stalled when the mean of the last ``patience`` values
+        is not below the mean of the ``patience`` values before them by more
+        than ``rel_delta`` times the progress so far (initial value minus
+        best): relative to the objective's own scale, so that Adam's
+        oscillations do not stop a run that still improves on average
+        (``docs/tuning.md``, "Early stopping").  0 gives the classical rule
+        (no new best for ``patience`` steps) alone.
     callback : callable, optional
         ``callback(epoch, record)`` after every evaluation (``record`` is a
         :class:`TuneRecord`); return True to stop.
@@ -339,8 +353,8 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
             result.model.feature_names_in_ = names
         return result
     t_start = time.perf_counter()
-    epochs, patience, min_delta, freeze, dtype = _check_arguments(
-        validation, epochs, patience, min_delta, lr, b1, b2, eps, freeze, dtype, callback, kernel,
+    epochs, patience, min_delta, rel_delta, freeze, dtype = _check_arguments(
+        validation, epochs, patience, min_delta, rel_delta, lr, b1, b2, eps, freeze, dtype, callback, kernel,
         objective_options)
     names = check_feature_names_arg(feature_names, X)
     rng = as_generator(random_state)
@@ -357,12 +371,15 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         from ._checkpoint import call_signature
 
         signature = call_signature(start.X, start.enc, obj, random_state, lr, b1, b2, eps, freeze, patience,
-                                   min_delta, kernel, ard, objective_options, track_errors, record_terms)
+                                   min_delta, kernel, ard, objective_options, track_errors, record_terms, rel_delta)
     loop = _loop(obj, start.params, wrt, mask, profile, start.tracker, start.X_val is not None, epochs=epochs,
-                 lr=lr, b1=b1, b2=b2, eps=eps, patience=patience, min_delta=min_delta, callback=callback,
+                 lr=lr, b1=b1, b2=b2, eps=eps, patience=patience, min_delta=min_delta, rel_delta=rel_delta,
+                 callback=callback,
                  record_terms=record_terms, progress=progress, checkpoint=checkpoint, signature=signature)
+    # mean="constant": the ridge fit with intercept at the tuned hyperparameters, whose constant is the
+    # objective's profiled c* (in the units of y); normalize_y's centring does not change it.
     model = _final_model(start.task, start.template, loop.best_params, start.X, start.y, start.dtype, start.solver,
-                         start.client)
+                         start.client, fit_intercept=getattr(obj, "mean", "zero") == "constant")
     if names is not None:
         model.feature_names_in_ = names
     return TuneResult(model, loop.best_params, loop.history, obj, loop.best_epoch, loop.stop_reason, start.task,
@@ -372,9 +389,9 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
 # ----------------------------------------------------------------------------- the stages of tune
 
 
-def _check_arguments(validation, epochs, patience, min_delta, lr, b1, b2, eps, freeze, dtype, callback, kernel,
-                     objective_options):
-    """Stage 1, check: the arguments that need no data; ``(epochs, patience, min_delta, freeze, dtype)``."""
+def _check_arguments(validation, epochs, patience, min_delta, rel_delta, lr, b1, b2, eps, freeze, dtype, callback,
+                     kernel, objective_options):
+    """Stage 1, check: the arguments that need no data; ``(epochs, patience, min_delta, rel_delta, freeze, dtype)``."""
     if isinstance(validation, numbers.Integral) and not isinstance(validation, (bool, np.bool_)):
         raise ValueError(f"validation={validation!r} is a number of folds, which chooses among a list of "
                          "objectives; with one objective give a fraction in (0, 1) or a tuple (X_val, y_val)")
@@ -382,6 +399,7 @@ def _check_arguments(validation, epochs, patience, min_delta, lr, b1, b2, eps, f
     if patience is not None:
         patience = _check_int(patience, "patience", 1)
     min_delta = check_real(min_delta, "min_delta", low=0.0)
+    rel_delta = check_real(rel_delta, "rel_delta", low=0.0)
     adam._check_hyper(lr, b1, b2, eps)
     freeze = _check_freeze(freeze)
     dtype = _check_dtype(dtype)
@@ -391,7 +409,7 @@ def _check_arguments(validation, epochs, patience, min_delta, lr, b1, b2, eps, f
         raise TypeError(f"kernel must be a name or a Kernel instance, got {kernel!r}")
     if objective_options is not None and not isinstance(objective_options, dict):
         raise TypeError(f"objective_options must be a dict, got {type(objective_options).__name__}")
-    return epochs, patience, min_delta, freeze, dtype
+    return epochs, patience, min_delta, rel_delta, freeze, dtype
 
 
 class _Start(NamedTuple):
@@ -465,7 +483,9 @@ def _start_in_memory(X, y, *, objective, centers, penalty, lengthscale, kernel, 
     obj_seed = int(rng.integers(0, 2**31 - 1))
     obj = _build_objective(objective, X, enc, template, obj_seed, objective_options)
     solver = choose_solver(solver, X.shape[0], params.n_centers)
-    tracker = ErrorTracker(X, enc, y, X_val, y_val, template, dtype, solver) if track_errors else None
+    tracker = (ErrorTracker(X, enc, y, X_val, y_val, template, dtype, solver,
+                            fit_intercept=getattr(obj, "mean", "zero") == "constant")
+               if track_errors else None)
     return _Start(X, y, X_val, task, enc, params, template, obj, solver, tracker, None, dtype)
 
 
@@ -492,7 +512,7 @@ class _LoopResult(NamedTuple):
 
 
 def _loop(obj, params, wrt, mask, profile, tracker, has_val, *, epochs, lr, b1, b2, eps, patience, min_delta,
-          callback, record_terms, progress, checkpoint, signature):
+          rel_delta, callback, record_terms, progress, checkpoint, signature):
     """Stage 4, loop: Adam steps on ``obj`` from ``params`` (resumed from ``checkpoint`` if its ``signature`` matches)."""
     state = adam.init(params)
     history = History()
@@ -553,7 +573,8 @@ def _loop(obj, params, wrt, mask, profile, tracker, has_val, *, epochs, lr, b1, 
             if callback is not None and callback(epoch, record):
                 stop_reason = "callback"
                 break
-            if patience is not None and stale >= patience:
+            if patience is not None and stale >= patience and trend_stalled(history.objective, patience,
+                                                                             rel_delta, min_delta):
                 stop_reason = "patience"
                 break
             if last:
