@@ -12,7 +12,7 @@ from .._blas import potrf, trsm
 from ..backend import is_cupy_namespace
 from ..errors import IllConditionedError
 
-__all__ = ["cholesky_upper", "solve_triangular", "add_to_diagonal", "NOT_PD_HINT"]
+__all__ = ["cholesky_upper", "cholesky_adjoint", "solve_triangular", "add_to_diagonal", "NOT_PD_HINT"]
 
 #: What to change when a factorization of the N-KRR system fails (in the IllConditionedError).
 NOT_PD_HINT = ("duplicate centers, a penalty too small for the conditioning of the problem or a very "
@@ -67,3 +67,25 @@ def solve_triangular(U, B, xp, trans=False, lower=False):
 
         return _solve(U, B, trans=1 if trans else 0, lower=lower, check_finite=False)
     return trsm(U, B, lower=lower, trans=trans)
+
+
+def cholesky_adjoint(T, C, xp):
+    r"""Cotangent on :math:`A` from a cotangent ``C`` on its upper Cholesky factor.
+
+    For :math:`T^T T = A` (``T`` upper triangular) and a scalar :math:`f` with
+    :math:`\partial f/\partial T = C` (only the upper triangle of ``C``
+    matters), returns the symmetric
+
+    .. math:: \bar A = \operatorname{sym}\big(T^{-1}\,\Phi(T C^T)\,T^{-T}\big),
+
+    where :math:`\Phi` keeps the lower triangle and halves the diagonal
+    (from :math:`T^{-T} dA\, T^{-1} = X + X^T` with :math:`X = dT^T T^{-T}`
+    lower triangular).  All float64, ``O(m^3)``.
+    """
+    M = T @ C.T
+    Phi = xp.tril(M)
+    idx = xp.arange(M.shape[0])
+    Phi[idx, idx] *= 0.5
+    Y = solve_triangular(T, Phi, xp)  # T^{-1} Phi
+    Y = solve_triangular(T, Y.T, xp).T  # T^{-1} Phi T^{-T}
+    return 0.5 * (Y + Y.T)
