@@ -70,6 +70,9 @@ class SolveRecord(NamedTuple):
     passes: int = 0
 
 
+SolveRecord.__module__ = "nyhopt.objectives.stoch_prop"  # its public home (and the path in pickles)
+
+
 def _count(value, name, low=1):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {value!r}")
