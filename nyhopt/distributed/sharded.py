@@ -30,6 +30,7 @@ import distributed
 import numpy as np
 
 from .._validation import check_matrix
+from ..ops.operator import FitPass, check_policy
 from ..kernels import Kernel, KernelGrad
 from ..kernels._base import check_finite_grad
 from . import _blocks
@@ -415,8 +416,6 @@ class ShardedOperator:
     engine = "pool"  # the driver does m x m work only
 
     def __init__(self, data, kernel, Z, *, gram="auto", owns_data=False):
-        from ..ops.operator import _check_policy
-
         if not isinstance(kernel, Kernel):
             raise TypeError(f"kernel must be a Kernel, got {type(kernel).__name__}")
         Z = np.asarray(Z.get() if hasattr(Z, "get") else Z)
@@ -428,7 +427,7 @@ class ShardedOperator:
         self.dtype = data.dtype
         self.passes = 0
         self.gram = self.gram_rhs = None
-        self.gram_policy = _check_policy(gram, "gram")
+        self.gram_policy = check_policy(gram, "gram")
         self._owns = owns_data
         self._shared = data.broadcast((kernel, self.Z))
 
@@ -510,8 +509,6 @@ class ShardedOperator:
         for :meth:`residual_cotangent`).  With the Gram matrix and
         ``K^T W`` from its pass, :math:`K^T u = G a` and the pass only forms ``u``.
         """
-        from ..ops.operator import FitPass
-
         self._check_u(W)
         a = np.asarray(a)
         from_gram = normal and self.gram is not None and self.gram_rhs is not None

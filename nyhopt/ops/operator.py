@@ -64,8 +64,9 @@ from .cached import CachedKernel, cache_storage
 from . import gram as _gram
 from .gram import gram_matrix
 
-__all__ = ["KernelOperator", "FitPass", "LowRankCotangent", "column_stats", "GRAM_GAIN", "gram_pays", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S",
-           "GPU_GRAM64_S", "GPU_PRODUCT_S", "GPU_GRAM_BYTES"]
+__all__ = ["KernelOperator", "FitPass", "LowRankCotangent", "column_stats", "check_policy", "GRAM_GAIN",
+           "gram_pays", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S", "GPU_GRAM64_S", "GPU_PRODUCT_S",
+           "GPU_GRAM_BYTES"]
 
 #: Ratio of the machine's speed on the Gram matrix's rank updates to its speed on the
 #: skinny products of a streaming normal product, times 4 (their flop ratio):
@@ -174,7 +175,8 @@ def column_stats(W, u, xp, plain=False):
             xp.sum(W64 * W64, axis=0) if plain else None)
 
 
-def _check_policy(value, name):
+def check_policy(value, name):
+    """A ``gram``-style policy checked: ``"auto"``, True or False (a ``ValueError``/``TypeError`` naming ``name``)."""
     if isinstance(value, str):
         if value != "auto":
             raise ValueError(f"{name} must be 'auto', True or False, got {value!r}")
@@ -238,7 +240,7 @@ class KernelOperator:
         n, m = X.shape[0], self.Z.shape[0]
         self.passes = 0
         self.gram = self.gram_rhs = None
-        self.gram_policy = _check_policy(gram, "gram")
+        self.gram_policy = check_policy(gram, "gram")
         self._streamed = 0
         if isinstance(cache, CachedKernel):
             if tuple(cache.shape) != (n, m):
