@@ -35,6 +35,8 @@ from .kernels import GaussianKernel, Kernel, make_kernel
 from .ops import kmv
 from .distributed._detect import any_dask_array, is_dask_array
 from .solvers import ConvergenceWarning, direct_solve, falkon_solve
+from .posterior import direct_fit, fit_variance
+from ._predictive import check_flags, set_variance, spread_columns, uncertainty
 
 __all__ = [
     "NystromKRR",
@@ -137,7 +139,7 @@ class _NystromBase(EstimatorMixin):
     """Parameters, fitting and prediction shared by the two estimators."""
 
     def __init__(self, kernel=None, penalty=1e-6, centers=100, solver="falkon", maxiter=100, tol=1e-7,
-                 random_state=None):
+                 random_state=None, predictive_variance=True, amplitude=None):
         self.kernel = kernel
         self.penalty = penalty
         self.centers = centers
@@ -145,6 +147,8 @@ class _NystromBase(EstimatorMixin):
         self.maxiter = maxiter
         self.tol = tol
         self.random_state = random_state
+        self.predictive_variance = predictive_variance
+        self.amplitude = amplitude
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "alpha_")
@@ -160,6 +164,10 @@ class _NystromBase(EstimatorMixin):
         mi = self.maxiter
         if isinstance(mi, bool) or not isinstance(mi, (int, np.integer)) or mi < 1:
             raise ValueError(f"maxiter must be an integer >= 1, got {mi!r}")
+        if not isinstance(self.predictive_variance, (bool, np.bool_)):
+            raise TypeError(f"predictive_variance must be True or False, got {self.predictive_variance!r}")
+        if self.amplitude is not None:
+            check_positive(self.amplitude, "amplitude")
         if self.kernel is None:
             kernel = GaussianKernel(1.0)
         elif isinstance(self.kernel, str):
@@ -181,7 +189,11 @@ class _NystromBase(EstimatorMixin):
         y_pow2 = float(pow2_scale(float(xp.max(xp.abs(Y))) if Y.size else 0.0))
         if y_pow2 != 1.0:
             Y = Y / Y.dtype.type(y_pow2)
-        if solver == "direct":
+        variance = None
+        if solver == "direct" and self.predictive_variance:  # the direct solve is the variance model's pass
+            alpha, variance = direct_fit(kernel, X, Z, Y, penalty)
+            record, converged = None, True
+        elif solver == "direct":
             alpha = direct_solve(kernel, X, Z, Y, penalty)
             record, converged = None, True
         else:
@@ -195,8 +207,13 @@ class _NystromBase(EstimatorMixin):
                     ConvergenceWarning,
                     stacklevel=3,
                 )
+        if self.predictive_variance and variance is None:  # one more pass over the data after Falkon
+            variance = fit_variance(kernel, X, Z, Y, penalty)
         if y_pow2 != 1.0:
             alpha = alpha * y_pow2
+        if variance is not None:  # the amplitude in the units of the targets (Y was divided by y_pow2)
+            a = float(self.amplitude) if self.amplitude is not None else variance.amplitude * y_pow2 ** 2
+            variance = variance._replace(amplitude=a)
         if not bool(xp.all(xp.isfinite(alpha))):
             raise ValueError(
                 f"{type(self).__name__}.fit: the coefficients are not finite (overflow or a failed solve); "
@@ -207,6 +224,7 @@ class _NystromBase(EstimatorMixin):
         self.solve_ = record
         self.converged_ = converged
         self.n_features_in_ = X.shape[1]
+        set_variance(self, variance)
         return alpha
 
     def _decision(self, X):
@@ -214,6 +232,19 @@ class _NystromBase(EstimatorMixin):
         X, xp = _check_X(self, X, reset=False)
         get_namespace(X, self.centers_)  # clear error when host/device differ from fit
         return kmv(self.kernel_, X, self.centers_, self.alpha_)
+
+    def _spread(self, X, cov, include_noise):
+        """Standard deviation (or covariance) of the prediction at ``X``, in the units of ``y``."""
+        _check_fitted(self)
+        if is_dask_array(X):
+            if cov:
+                raise ValueError("return_cov is not available for dask arrays (it is n x n); use return_std")
+            from .distributed.estimator import std_dask
+
+            return std_dask(self, X, include_noise)
+        X, xp = _check_X(self, X, reset=False)
+        get_namespace(X, self.centers_)
+        return spread_columns(uncertainty(self, X, cov, include_noise), self, cov, X.dtype)
 
 
 # ----------------------------------------------------------------------------- regression
@@ -248,6 +279,17 @@ class NystromKRR(_NystromBase):
         deviation before solving, and map predictions back
         (:math:`\mu + \sigma k(x, Z)\alpha`); a constant column is only centered.
         This is how the paper fits after tuning on standardized labels.
+    predictive_variance : bool, default True
+        Keep what ``predict(X, return_std=True)`` needs (two ``m x m``
+        factors, ``docs/uncertainty.md``).  The direct solver gets them from
+        its own pass; after Falkon they cost one more pass over the training
+        data (:math:`O(nm^2)` flops, the work of the direct solver).  False
+        skips it.
+    amplitude : float or None, default None
+        Kernel amplitude :math:`a` (signal variance) of the error bars, in the
+        units of the fitted targets; None: SGPR's closed-form optimum at the
+        fitted penalty, lengthscales and centers.  The predictions do not
+        depend on it.
 
     Attributes
     ----------
@@ -269,6 +311,15 @@ class NystromKRR(_NystromBase):
     converged_ : bool
         False when Falkon stopped at ``maxiter`` above ``tol`` (a
         :class:`~nyhopt.solvers.ConvergenceWarning` is issued too).
+    amplitude_ : float or None
+        Kernel amplitude :math:`a` of the error bars (``amplitude``, or
+        :math:`F/(np\,n\lambda)` with the penalized fit :math:`F`), in the
+        units of the fitted targets (standardized with ``normalize_y``);
+        None when ``predictive_variance`` is False.
+    noise_variance_ : float or None
+        :math:`a n\lambda`, the noise variance of the same model, in the same units.
+    variance_model_ : VarianceModel or None
+        The factors of the predictive variance (:mod:`nyhopt.posterior`).
 
     Notes
     -----
@@ -287,14 +338,18 @@ class NystromKRR(_NystromBase):
     True
     >>> model.predict(X[:3]).shape, model.alpha_.shape, model.converged_
     ((3,), (50,), True)
+    >>> mean, std = model.predict(X[:3], return_std=True)
+    >>> std.shape, bool(np.all(std > 0))
+    ((3,), True)
     """
 
     _estimator_type = "regressor"
 
     def __init__(self, kernel=None, penalty=1e-6, centers=100, solver="falkon", maxiter=100, tol=1e-7,
-                 random_state=None, normalize_y=False):
+                 random_state=None, normalize_y=False, predictive_variance=True, amplitude=None):
         super().__init__(kernel=kernel, penalty=penalty, centers=centers, solver=solver, maxiter=maxiter,
-                         tol=tol, random_state=random_state)
+                         tol=tol, random_state=random_state, predictive_variance=predictive_variance,
+                         amplitude=amplitude)
         self.normalize_y = normalize_y
 
     def fit(self, X, y, client=None):
@@ -345,9 +400,42 @@ class NystromKRR(_NystromBase):
         self.y_mean_, self.y_scale_ = mean, scale
         return self
 
-    def predict(self, X):
-        """Predictions :math:`k(X, Z)\\alpha` (mapped back when ``normalize_y``), shape (n,) or (n, p),
-        same array type as ``X``."""
+    def predict(self, X, return_std=False, return_cov=False, include_noise=True):
+        """Predictions :math:`k(X, Z)\\alpha` (mapped back when ``normalize_y``), and their uncertainty.
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+        return_std : bool, default False
+            Also return the standard deviation of the predictive distribution
+            (``docs/uncertainty.md``), as scikit-learn's ``GaussianProcessRegressor``.
+        return_cov : bool, default False
+            Also return the covariance of the predictions (``n x n`` memory).
+        include_noise : bool, default True
+            True: the spread of a new observation :math:`y(x)`, the latent
+            variance plus ``noise_variance_`` (scikit-learn's GPR with a
+            ``WhiteKernel``, GPflow's ``predict_y``); False: the spread of the
+            latent function :math:`f(x)` (GPflow's ``predict_f``).
+
+        Returns
+        -------
+        mean : array of shape (n,) or (n, p)
+            Same array type and dtype as ``X``.
+        std : array of shape (n,) or (n, p), only with ``return_std``
+        cov : array of shape (n, n) or (n, n, p), only with ``return_cov``
+
+        Raises
+        ------
+        ValueError
+            ``X`` of the wrong width; both ``return_std`` and ``return_cov``;
+            a model without a variance model (``predictive_variance=False``).
+        TypeError
+            A flag that is not a bool.
+        """
+        return_std, return_cov, include_noise = check_flags(return_std, return_cov, include_noise)
+        if return_std or return_cov:
+            mean = self.predict(X)
+            return mean, self._spread(X, return_cov, include_noise)
         if is_dask_array(X):  # a dask array, block by block
             from .distributed.estimator import predict_dask
 
@@ -419,7 +507,7 @@ class NystromKRRClassifier(_NystromBase):
 
     Parameters
     ----------
-    kernel, penalty, centers, solver, maxiter, tol, random_state
+    kernel, penalty, centers, solver, maxiter, tol, random_state, predictive_variance, amplitude
         As for :class:`NystromKRR`.
 
     Attributes
@@ -429,6 +517,9 @@ class NystromKRRClassifier(_NystromBase):
     alpha_ : array, shape (m,) for two classes, (m, n_classes) otherwise
     centers_, kernel_, n_features_in_, feature_names_in_, solve_, converged_
         As for :class:`NystromKRR`.
+    amplitude_, noise_variance_, variance_model_
+        As for :class:`NystromKRR`, for the regression on the encoded labels
+        (the standard deviation of ``decision_function``).
 
     Examples
     --------
@@ -485,9 +576,19 @@ class NystromKRRClassifier(_NystromBase):
         self.alpha_ = alpha[:, 0] if classes.shape[0] == 2 else alpha
         return self
 
-    def decision_function(self, X):
-        """Scores: shape (n,) for two classes (> 0 means ``classes_[1]``), else (n, n_classes)."""
-        return self._decision(X)
+    def decision_function(self, X, return_std=False, include_noise=False):
+        """Scores: shape (n,) for two classes (> 0 means ``classes_[1]``), else (n, n_classes).
+
+        With ``return_std=True`` also the standard deviation of each score
+        under the regression's Gaussian model (``docs/uncertainty.md``), of
+        the same shape (one amplitude for all classes, so the columns of a
+        multiclass model are equal); ``include_noise`` adds the noise variance.
+        """
+        return_std, _, include_noise = check_flags(return_std, False, include_noise)
+        scores = self._decision(X)
+        if not return_std:
+            return scores
+        return scores, self._spread(X, False, include_noise)
 
     def predict(self, X):
         """Predicted class labels, shape (n,), same array type as ``X``."""

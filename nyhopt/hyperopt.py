@@ -163,7 +163,10 @@ class _HyperoptBase(EstimatorMixin):
         """Store a :class:`~nyhopt.TuneResult` and the input scaling as fitted attributes."""
         self.model_ = result.model
         self.params_ = result.params
-        self.amplitude_ = result.params.amplitude
+        self.amplitude_ = getattr(result.model, "amplitude_", None)
+        if self.amplitude_ is None:  # a model without a variance model
+            self.amplitude_ = result.params.amplitude
+        self.noise_variance_ = getattr(result.model, "noise_variance_", None)
         self.history_ = result.history
         self.best_epoch_ = result.best_epoch
         self.stop_reason_ = result.stop_reason
@@ -276,8 +279,14 @@ _PARAMS_DOC = """
     history_ : History
         Per-epoch records of the tuning (see :func:`nyhopt.tune`).
     amplitude_ : float
-        The learned kernel amplitude (signal variance) of ``sgpr``; 1.0 for
-        the objectives that ignore it.  The fitted model does not depend on it.
+        The kernel amplitude (signal variance) of the error bars, in the
+        units of the standardized targets: the one ``sgpr`` learned (or
+        profiled), and SGPR's closed-form optimum at the tuned
+        hyperparameters for the objectives that ignore it
+        (``docs/uncertainty.md``).  The predictions do not depend on it.
+    noise_variance_ : float
+        :math:`a n\lambda`, the noise variance of the same model (standardized
+        units; ``model_.y_scale_ ** 2`` times it in the units of ``y``).
     best_epoch_ : int
     stop_reason_ : str
     objective_ : str
@@ -315,6 +324,23 @@ class HyperoptKRR(_HyperoptBase):
     _task = "regression"
     _estimator_type = "regressor"
 
+    def predict(self, X, return_std=False, return_cov=False, include_noise=True):
+        """Predictions for ``X``, and their uncertainty as :meth:`NystromKRR.predict`.
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+        return_std, return_cov, include_noise : bool
+            See :meth:`nyhopt.NystromKRR.predict` (``docs/uncertainty.md``).
+
+        Returns
+        -------
+        mean : array of shape (n,) or (n, p)
+        std or cov : array, only with ``return_std`` or ``return_cov``
+        """
+        return self.model_.predict(self._transform(X), return_std=return_std, return_cov=return_cov,
+                                   include_noise=include_noise)
+
 
 class HyperoptKRRClassifier(_HyperoptBase):
     __doc__ = (
@@ -349,7 +375,10 @@ class HyperoptKRRClassifier(_HyperoptBase):
 
     fit.__doc__ = _HyperoptBase.fit.__doc__
 
-    def decision_function(self, X):
-        """Scores: (n,) for two classes (> 0 means ``classes_[1]``), else (n, n_classes)."""
+    def decision_function(self, X, return_std=False, include_noise=False):
+        """Scores: (n,) for two classes (> 0 means ``classes_[1]``), else (n, n_classes).
+
+        ``return_std`` and ``include_noise`` as :meth:`NystromKRRClassifier.decision_function`.
+        """
         Xs = self._transform(X)
-        return self.model_.decision_function(Xs)
+        return self.model_.decision_function(Xs, return_std=return_std, include_noise=include_noise)

@@ -207,11 +207,12 @@ def _build_objective(objective, X, enc, kernel, random_state, options):
     return make_objective(objective, X, enc.Y, kernel=kernel, **options)
 
 
-def _final_model(task, kernel, params, X, y, dtype, solver, client=None):
+def _final_model(task, kernel, params, X, y, dtype, solver, client=None, amplitude=None):
     from ..estimator import NystromKRR, NystromKRRClassifier
 
+    # the error bars use the amplitude the objective tuned, else SGPR's closed form (amplitude=None)
     kw = dict(kernel=kernel.with_lengthscale(params.lengthscale.copy()), penalty=params.penalty,
-              centers=params.centers.astype(dtype, copy=True), solver=solver)
+              centers=params.centers.astype(dtype, copy=True), solver=solver, amplitude=amplitude)
     if task == "classification":
         model = NystromKRRClassifier(**kw)
     else:
@@ -537,6 +538,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         if bar is not None:
             bar.close()
 
-    model = _final_model(task, template, best_params, X, y, dtype, solver, client)
+    model = _final_model(task, template, best_params, X, y, dtype, solver, client,
+                         amplitude=best_params.amplitude if obj.uses_amplitude else None)
     return TuneResult(model, best_params, history, obj, best_epoch, stop_reason, task,
                       time.perf_counter() - t_start)

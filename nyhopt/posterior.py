@@ -1,0 +1,312 @@
+r"""The predictive variance of N-KRR: the posterior of Titsias' sparse GP with the same predictor.
+
+The N-KRR predictor :math:`f(x) = k_x^T\alpha`, :math:`\alpha = B^{-1}K_{mn}Y`,
+:math:`B = K_{mn}K_{nm} + n\lambda\tilde K` (:math:`\tilde K = K_{mm} + \epsilon I`,
+:math:`k_x = k(Z, x)`), is the posterior mean of the sparse GP of
+``docs/objectives.md`` (SGPR): the prior :math:`f \sim GP(0, a\,k)` with
+inducing inputs :math:`Z`, observed with noise variance :math:`\sigma^2 = a n\lambda`.
+With :math:`u = f(Z)`, Titsias' optimal :math:`q(u)` has covariance
+
+.. math::
+    \Sigma_u = a\tilde K\big(a\tilde K + \sigma^{-2}a^2K_{mn}K_{nm}\big)^{-1}a\tilde K
+    = a\,n\lambda\,\tilde K B^{-1}\tilde K ,
+
+and the predictive distribution of :math:`f(x)` (the DTC predictive) is
+Gaussian with mean :math:`k_x^T\alpha` (independent of :math:`a`) and variance
+
+.. math::
+    \operatorname{var} f(x) = a\big[k(x, x) - k_x^T\tilde K^{-1}k_x
+        + n\lambda\, k_x^T B^{-1}k_x\big] ;
+
+a new observation :math:`y(x)` adds the noise variance :math:`a n\lambda`.
+The same formulas with ``n x n`` algebra read
+:math:`\operatorname{var} f(x) = a[k(x,x) - Q_{xn}(Q_{nn} + n\lambda I)^{-1}Q_{nx}]`
+with :math:`Q = K_{\cdot m}\tilde K^{-1}K_{m\cdot}` (the tests check one
+against the other).
+
+Stable form (MATH.md's notation).  With :math:`\tilde K = LL^T`,
+:math:`A = L^{-1}K_{mn}`, :math:`S = AA^T` and :math:`M = S + n\lambda I = CC^T`
+we have :math:`B = LML^T`, so with :math:`v = L^{-1}k_x` and :math:`w = C^{-1}v`
+
+.. math::
+    \operatorname{var} f(x) = a\big[k(x, x) - \|v\|^2 + n\lambda\|w\|^2\big] ,
+
+two triangular solves per point (:math:`O(m^2)`) after :math:`O(m^3)` once;
+rounding can make the bracket slightly negative, it is clipped at 0.  Nothing
+is ``n x n``, and :math:`\tilde K^{-1}` is never formed.
+
+Fitting the variance model is one pass over the training data
+(:func:`whitened_moments`: :math:`S`, :math:`AY` and :math:`\|Y\|^2`, row
+block by row block, :math:`O(nm^2)`), which is also the whole of the direct
+solver (:func:`direct_fit` returns :math:`\alpha` from it).
+
+The amplitude.  Unless given (``sgpr`` learns it), :math:`a` is the maximizer
+of SGPR's bound at the fitted :math:`(\lambda, \ell, Z)` (``sgpr``'s profiled
+amplitude): :math:`a^* = F/(n p\,n\lambda)` with the penalized fit
+:math:`F = \mathrm{Tr}\,Y^T(I - H)Y = \|Y\|^2 - \|C^{-1}AY\|^2` summed over the
+``p`` output columns (one amplitude for all columns, as in the SGPR model),
+so that the noise variance :math:`a^* n\lambda = F/(np)` is the penalized
+mean squared residual.  The quantities are in the units of the targets the
+model was fitted on (standardized ones with ``normalize_y``).
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ._config import block_rows
+from ._threads import cpu_threads
+from ._validation import check_real
+from .backend import get_namespace, is_cupy_namespace, to_numpy
+from .ops import kernel_matrix
+from .objectives._exact import cholesky, tri_solve
+from .solvers import jitter
+
+__all__ = ["VarianceModel", "kmm_lower", "whitened_moments", "variance_model", "direct_fit", "fit_variance",
+           "latent_variance", "latent_covariance", "amplitude_from_fit", "block_whitened"]
+
+
+class VarianceModel(NamedTuple):
+    """What the predictive variance needs besides the kernel and the centers.
+
+    Attributes
+    ----------
+    L : array (m, m), float64
+        Lower Cholesky factor of :math:`K_{mm} + \\epsilon I` (``epsilon`` of the data dtype).
+    C : array (m, m), float64
+        Lower Cholesky factor of :math:`M = AA^T + n\\lambda I`.
+    n_lam : float
+        :math:`n\\lambda` (``n`` training rows).
+    amplitude : float
+        Kernel amplitude :math:`a \\ge 0`; the noise variance is :math:`a n\\lambda`.
+    """
+
+    L: object
+    C: object
+    n_lam: float
+    amplitude: float
+
+    @property
+    def noise_variance(self) -> float:
+        """:math:`a n\\lambda`, the variance of the observation noise."""
+        return self.amplitude * self.n_lam
+
+
+def kmm_lower(kernel, Z, dtype, xp):
+    """``L = chol(k(Z, Z) + eps I)``, lower, float64, ``eps`` of the data ``dtype`` (as the direct solver)."""
+    Kmm = kernel_matrix(kernel, Z.astype(xp.float64, copy=False))
+    idx = xp.arange(Kmm.shape[0])
+    Kmm[idx, idx] += jitter(dtype)
+    return cholesky(Kmm, xp)
+
+
+def _as2d(Y):
+    return Y[:, None] if Y.ndim == 1 else Y
+
+
+def whitened_moments(kernel, X, Z, Y, L, xp):
+    """:math:`(S, AY, \\|Y\\|^2)` with :math:`A = L^{-1}k(Z, X)`, in one pass over the rows of ``X``.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : array (n, d)
+    Z : array (m, d), dtype of ``X``
+    Y : array (n, p)
+    L : array (m, m), float64, lower
+    xp : module
+
+    Returns
+    -------
+    S : array (m, m), float64
+    AY : array (m, p), float64
+    yy : float
+        :math:`\\sum_{ij} Y_{ij}^2` in float64.
+
+    Notes
+    -----
+    One ``b x m`` block at a time (the memory budget); every kernel block is
+    cast to float64 before the solve, as in :func:`nyhopt.solvers.direct_solve`.
+    """
+    n, m = X.shape[0], Z.shape[0]
+    Y = _as2d(Y)
+    f64 = xp.float64
+    S = xp.zeros((m, m), dtype=f64)
+    AY = xp.zeros((m, Y.shape[1]), dtype=f64)
+    yy = 0.0
+    b = block_rows(n, m, 8, n_temps=4, per_row=Y.shape[1])
+    with cpu_threads("blas", xp):
+        for lo in range(0, n, b):
+            hi = min(n, lo + b)
+            Ab = tri_solve(L, kernel_matrix(kernel, Z, X[lo:hi]).astype(f64, copy=False), xp,
+                           overwrite=True)  # L^{-1} K_b^T, (m, b)
+            Yb = Y[lo:hi].astype(f64, copy=False)
+            S += Ab @ Ab.T
+            AY += Ab @ Yb
+            yy += float(xp.sum(Yb * Yb))
+    return 0.5 * (S + S.T), AY, yy
+
+
+def amplitude_from_fit(yy, AY, C, n_lam, n, xp):
+    """SGPR's profiled amplitude :math:`a^* = F/(n p\\, n\\lambda)` with :math:`F = \\|Y\\|^2 - \\|C^{-1}AY\\|^2`.
+
+    ``F`` is clipped at 0 (an exact interpolation of zero targets gives ``a = 0``).
+    """
+    p = AY.shape[1]
+    CiAY = tri_solve(C, AY, xp)
+    F = yy - float(xp.sum(CiAY * CiAY))
+    return max(F, 0.0) / (n * p * n_lam)
+
+
+def _check_amplitude(amplitude):
+    if amplitude is None:
+        return None
+    return check_real(amplitude, "amplitude", low=0.0)
+
+
+def variance_model(S, AY, yy, L, n, penalty, xp, amplitude=None):
+    """The :class:`VarianceModel` (and ``beta = M^{-1}AY``) from the moments of :func:`whitened_moments`.
+
+    Returns
+    -------
+    VarianceModel, beta (m, p) float64
+    """
+    n_lam = float(n * penalty)
+    M = S.copy()
+    idx = xp.arange(M.shape[0])
+    M[idx, idx] += n_lam
+    C = cholesky(M, xp, what="A A^T + n*lam*I")
+    a = _check_amplitude(amplitude)
+    if a is None:
+        a = amplitude_from_fit(yy, AY, C, n_lam, n, xp)
+    beta = tri_solve(C, tri_solve(C, AY, xp), xp, trans=True)
+    return VarianceModel(L, C, n_lam, float(a)), beta
+
+
+def fit_variance(kernel, X, Z, Y, penalty, amplitude=None):
+    """The :class:`VarianceModel` of N-KRR on ``(X, Y)``: one pass over the data, then :math:`O(m^3)`.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : array (n, d)
+    Z : array (m, d)
+    Y : array (n,) or (n, p)
+        The targets the model is fitted on.
+    penalty : float
+    amplitude : float, optional
+        Kernel amplitude; default SGPR's profiled amplitude (module notes).
+
+    Returns
+    -------
+    VarianceModel
+    """
+    return direct_fit(kernel, X, Z, Y, penalty, amplitude)[1]
+
+
+def direct_fit(kernel, X, Z, Y, penalty, amplitude=None):
+    """N-KRR coefficients by the direct (Cholesky) route and the :class:`VarianceModel`, in one pass.
+
+    The coefficients are :math:`\\alpha = L^{-T}M^{-1}AY`, the formula of
+    :func:`nyhopt.solvers.direct_solve`.
+
+    Returns
+    -------
+    alpha : array (m, p), float64
+    VarianceModel
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 2)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=200)
+    >>> alpha, vm = direct_fit(nh.GaussianKernel(1.0), X, X[:20], y, penalty=1e-3)
+    >>> alpha.shape, vm.C.shape, round(vm.noise_variance, 2)
+    ((20, 1), (20, 20), 0.01)
+    """
+    xp = get_namespace(X, Z)
+    Z = Z.astype(X.dtype, copy=False)
+    Y = _as2d(Y)
+    with cpu_threads("blas", xp):
+        L = kmm_lower(kernel, Z, X.dtype, xp)
+    S, AY, yy = whitened_moments(kernel, X, Z, Y, L, xp)
+    vm, beta = variance_model(S, AY, yy, L, X.shape[0], penalty, xp, amplitude)
+    return tri_solve(L, beta, xp, trans=True), vm
+
+
+def block_whitened(block, shared):
+    """One Dask row block's partial ``(S, AY, [yy])`` (float64, on the host); ``shared = (kernel, Z, L)``."""
+    X, Y = block
+    kernel, Z, L = shared
+    xp = get_namespace(X)
+    S, AY, yy = whitened_moments(kernel, X, xp.asarray(Z, dtype=X.dtype), Y, xp.asarray(L), xp)
+    return (np.asarray(to_numpy(S)), np.asarray(to_numpy(AY)), np.array([yy]))
+
+
+def _whiten(kernel, X, Z, vm, xp):
+    """``(k(X, X) diagonal or None, v = L^{-1}k(Z, X), w = C^{-1}v)`` for a row block, float64."""
+    Kt = kernel_matrix(kernel, Z, X).astype(xp.float64, copy=False)
+    V = tri_solve(vm.L, Kt, xp, overwrite=True)
+    W = tri_solve(vm.C, V, xp)
+    return V, W
+
+
+def latent_variance(kernel, X, Z, vm: VarianceModel):
+    """:math:`\\operatorname{var} f(x)` for every row of ``X`` (float64, shape (n,)), see the module notes.
+
+    Row blocks of the memory budget; :math:`2m^2` flops per row in two
+    triangular solves, plus one kernel evaluation.
+    """
+    xp = get_namespace(X, Z)
+    n, m = X.shape[0], Z.shape[0]
+    Z = Z.astype(X.dtype, copy=False)
+    out = xp.empty(n, dtype=xp.float64)
+    b = block_rows(n, m, 8, n_temps=3)
+    L = xp.asarray(vm.L)
+    C = xp.asarray(vm.C)
+    vm = vm._replace(L=L, C=C)
+    with cpu_threads("blas", xp):
+        for lo in range(0, n, b):
+            hi = min(n, lo + b)
+            V, W = _whiten(kernel, X[lo:hi], Z, vm, xp)
+            kxx = kernel.diag(X[lo:hi]).astype(xp.float64)
+            q = kxx - xp.sum(V * V, axis=0) + vm.n_lam * xp.sum(W * W, axis=0)
+            out[lo:hi] = xp.maximum(q, 0.0)
+    out *= vm.amplitude
+    return out
+
+
+def latent_covariance(kernel, X, Z, vm: VarianceModel):
+    """:math:`\\operatorname{cov}(f(x_i), f(x_j))`, float64 of shape (n, n): ``n x n`` memory."""
+    xp = get_namespace(X, Z)
+    Z = Z.astype(X.dtype, copy=False)
+    vm = vm._replace(L=xp.asarray(vm.L), C=xp.asarray(vm.C))
+    with cpu_threads("blas", xp):
+        V, W = _whiten(kernel, X, Z, vm, xp)
+        cov = kernel_matrix(kernel, X, X).astype(xp.float64) - V.T @ V + vm.n_lam * (W.T @ W)
+    cov = 0.5 * (cov + cov.T)
+    cov *= vm.amplitude
+    return cov
+
+
+def check_variance_model(vm, m, what="the model"):
+    """Raise a clear ``ValueError`` when a fitted :class:`VarianceModel` is missing or does not fit ``m`` centers."""
+    if vm is None:
+        raise ValueError(
+            f"{what} has no variance model: it was fitted with predictive_variance=False (or loaded from a file "
+            "saved without one); refit it with predictive_variance=True to get return_std/return_cov")
+    if tuple(vm.C.shape) != (m, m):  # pragma: no cover - set together with the centers
+        raise ValueError(f"the variance model is for {vm.C.shape[0]} centers, the model has {m}")
+    if not (math.isfinite(vm.amplitude) and vm.amplitude >= 0):  # pragma: no cover
+        raise ValueError(f"the variance model's amplitude is {vm.amplitude}")
+
+
+def on_device_of(vm, xp):
+    """The variance model with its factors in the array module ``xp`` (a copy only when moved)."""
+    if is_cupy_namespace(xp) == is_cupy_namespace(get_namespace(vm.C)):
+        return vm
+    return vm._replace(L=xp.asarray(to_numpy(vm.L)) if not is_cupy_namespace(xp) else xp.asarray(vm.L),
+                       C=xp.asarray(to_numpy(vm.C)) if not is_cupy_namespace(xp) else xp.asarray(vm.C))
