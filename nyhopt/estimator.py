@@ -105,6 +105,15 @@ def _check_X(est, X, reset):
     return check_matrix(X, "X", xp), xp
 
 
+def _scaled(amplitude, y_pow2):
+    """``amplitude * y_pow2**2`` (targets solved as ``y / y_pow2``), or None when it overflows."""
+    try:
+        a = amplitude * y_pow2 ** 2
+    except OverflowError:
+        return None
+    return a if np.isfinite(a) else None
+
+
 def _not_fitted_error():
     """``NotFittedError``, also an instance of scikit-learn's when the caller imported it.
 
@@ -212,8 +221,12 @@ class _NystromBase(EstimatorMixin):
         if y_pow2 != 1.0:
             alpha = alpha * y_pow2
         if variance is not None:  # the amplitude in the units of the targets (Y was divided by y_pow2)
-            a = float(self.amplitude) if self.amplitude is not None else variance.amplitude * y_pow2 ** 2
-            variance = variance._replace(amplitude=a)
+            a = float(self.amplitude) if self.amplitude is not None else _scaled(variance.amplitude, y_pow2)
+            variance = None if a is None else variance._replace(amplitude=a)
+            if variance is None:
+                warnings.warn(f"{type(self).__name__}: the noise variance of these targets overflows float64, so "
+                              "the model has no error bars; scale y (normalize_y=True)", RuntimeWarning,
+                              stacklevel=3)
         if not bool(xp.all(xp.isfinite(alpha))):
             raise ValueError(
                 f"{type(self).__name__}.fit: the coefficients are not finite (overflow or a failed solve); "

@@ -172,6 +172,7 @@ class _HyperoptBase(EstimatorMixin):
         self.stop_reason_ = result.stop_reason
         self.objective_ = result.objective.name
         self.candidates_ = result.candidates
+        self.validation_scores_ = getattr(result, "validation_scores", None)
         self.x_mean_, self.x_scale_ = mean, scale
         self.n_features_in_ = n_features
         return self
@@ -285,7 +286,7 @@ _PARAMS_DOC = """
         hyperparameters for the objectives that ignore it
         (``docs/uncertainty.md``).  The predictions do not depend on it.
     noise_variance_ : float
-        :math:`a n\lambda`, the noise variance of the same model (standardized
+        :math:`a n\\lambda`, the noise variance of the same model (standardized
         units; ``model_.y_scale_ ** 2`` times it in the units of ``y``).
     best_epoch_ : int
     stop_reason_ : str
@@ -294,6 +295,11 @@ _PARAMS_DOC = """
     candidates_ : tuple of Candidate
         What each candidate of a list ``objective`` reached (see
         :attr:`nyhopt.TuneResult.candidates`); ``()`` for a single name.
+    validation_scores_ : dict or None
+        The final model's RMSE, negative log predictive density and 95%
+        interval coverage on the validation rows (regression with
+        ``validation_fraction`` or ``validation``; see
+        :attr:`nyhopt.TuneResult.validation_scores`).
     x_mean_, x_scale_ : numpy.ndarray of shape (d,)
         Input standardization (zeros and ones when ``standardize`` is False).
     n_features_in_ : int

@@ -28,7 +28,7 @@ and read with ``allow_pickle=False``: nothing in it can execute code.  Keys:
                     optional: files without it load with 1.0)
 ``var_chol``        (m, m) float64, ``var_n_lam`` and ``var_amplitude`` float64:
                     the predictive variance (:mod:`nyhopt.posterior`: the
-                    factor :math:`C`, :math:`n\lambda` and :math:`a`; the
+                    factor :math:`C`, :math:`n\\lambda` and :math:`a`; the
                     factor :math:`L` is computed again from the kernel and the
                     centers); optional: without them ``return_std`` is refused
 ``meta_*``          free-form summary (objective name, epochs, ...)

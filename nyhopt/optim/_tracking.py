@@ -13,7 +13,7 @@ from ..backend import get_namespace, to_numpy
 from ..ops import kmv
 from ._targets import TargetEncoding, decode_predictions
 
-__all__ = ["choose_solver", "solve_alpha", "prediction_error", "ErrorTracker"]
+__all__ = ["choose_solver", "solve_alpha", "prediction_error", "predictive_scores", "ErrorTracker"]
 
 #: ``solver="auto"`` uses the direct (Cholesky) solver while ``n * m**2`` is at most this.
 DIRECT_MAX_WORK = 1e11
@@ -54,6 +54,20 @@ def prediction_error(pred, truth, task) -> float:
         diff = pred.astype(xp.float64).reshape(truth.shape) - truth.astype(xp.float64)
         return float(xp.sqrt(xp.mean(diff * diff)))
     return float(xp.mean(pred.reshape(-1) != truth.reshape(-1)))
+
+
+def predictive_scores(model, X_val, y_val):
+    """``{"rmse", "nlpd", "coverage"}`` of a fitted regressor on validation rows (95% interval), or None.
+
+    None when the model has no variance model.  See :mod:`nyhopt.metrics`.
+    """
+    from .. import metrics
+
+    if getattr(model, "variance_model_", None) is None:
+        return None
+    mean, std = model.predict(X_val, return_std=True)
+    return {"rmse": metrics.rmse(y_val, mean), "nlpd": metrics.nlpd(y_val, mean, std),
+            "coverage": metrics.coverage(y_val, mean, std, level=0.95)}
 
 
 class ErrorTracker:

@@ -34,7 +34,7 @@ from ._history import History, TuneRecord
 from ._init import as_generator, initial_centers, median_heuristic
 from ._progress import ProgressBar, wants_progress
 from ._targets import encode_targets, resolve_task
-from ._tracking import ErrorTracker, choose_solver
+from ._tracking import ErrorTracker, choose_solver, predictive_scores
 
 __all__ = ["tune", "TuneResult", "TuneRecord", "History", "FIELDS", "default_noise_variance"]
 
@@ -71,6 +71,12 @@ class TuneResult(NamedTuple):
         With a list ``objective``: one record per candidate (name, validation
         error, best objective value, best epoch, epochs run, stop reason,
         params, history, elapsed), in the given order; ``()`` otherwise.
+    validation_scores : dict or None
+        Regression with validation rows (a fraction or ``(X_val, y_val)``;
+        in-memory data): the final model's ``{"rmse", "nlpd", "coverage"}``
+        on them, from ``predict(X_val, return_std=True)`` (:mod:`nyhopt.metrics`:
+        the negative log predictive density and the 95% interval coverage);
+        None otherwise.
 
     Examples
     --------
@@ -94,6 +100,7 @@ class TuneResult(NamedTuple):
     task: str
     elapsed: float
     candidates: tuple = ()
+    validation_scores: object = None
 
 
 # ----------------------------------------------------------------------------- argument checks
@@ -540,5 +547,8 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
 
     model = _final_model(task, template, best_params, X, y, dtype, solver, client,
                          amplitude=best_params.amplitude if obj.uses_amplitude else None)
+    scores = None
+    if task == "regression" and not dask and X_val is not None:
+        scores = predictive_scores(model, X_val, y_val)
     return TuneResult(model, best_params, history, obj, best_epoch, stop_reason, task,
-                      time.perf_counter() - t_start)
+                      time.perf_counter() - t_start, validation_scores=scores)
