@@ -11,7 +11,13 @@ one generator seeded by the seed, as :func:`nyhopt.tune` draws them).
 
 The metric is the test RMSE on the standardized labels (regression) or the
 classification error of the sign of the prediction (binary, -1/+1 labels) on
-the paper's test split.
+the paper's test split.  Beside it, the error bars: the negative log
+predictive density (NLPD, nats per test value) and the coverage of the 95%
+interval, of ``predict(X_test, return_std=True)`` (the spread of a new
+observation, ``docs/uncertainty.md``) against the standardized labels, or of
+``decision_function(X_test, return_std=True, include_noise=True)`` against
+the -1/+1 labels of the classification sets (the regression model behind the
+classifier; GPyTorch's SGPR is fitted to the same labels).
 
 Methods: the nyhopt objectives ``holdout``, ``loocv``, ``gcv``, ``creg``,
 ``sgpr``, ``prop``, ``stoch-prop``; ``sgpr-noamp`` is ``sgpr`` with the kernel
@@ -53,8 +59,8 @@ OBJECTIVES = ["holdout", "loocv", "gcv", "creg", "sgpr", "prop", "stoch-prop"]
 VALIDATED = ["prop", "sgpr", "gcv"]
 #: ``sgpr-noamp``: SGPR with the kernel amplitude frozen at 1 (the objective before issue #13).
 METHODS = OBJECTIVES + ["sgpr-noamp", "validated"]
-COLUMNS = ["dataset", "seed", "method", "test_error", "metric", "seconds", "epochs", "n_train",
-           "centers", "penalty", "amplitude", "chosen", "status"]
+COLUMNS = ["dataset", "seed", "method", "test_error", "metric", "nlpd", "coverage", "seconds", "epochs",
+           "n_train", "centers", "penalty", "amplitude", "chosen", "status"]
 STEM = "quality_vs_gpytorch"
 
 
@@ -138,6 +144,16 @@ def error_on_test(ds, pred):
     return c_error(ds.y_test, pred)
 
 
+def error_bars(ds, model):
+    """``(NLPD, 95% coverage)`` of the model's predictive distribution on the test split."""
+    if ds.task == "regression":
+        mean, std = model.predict(ds.X_test, return_std=True)
+    else:
+        mean, std = model.decision_function(ds.X_test, return_std=True, include_noise=True)
+    y = np.asarray(ds.y_test, dtype=np.float64).reshape(np.shape(mean))
+    return nh.metrics.nlpd(y, mean, std), nh.metrics.coverage(y, mean, std, level=0.95)
+
+
 def one_run(ds, X, y, Z0, ell0, method, seed, args):
     objective, validation, freeze = method, None, ()
     if method == "validated":
@@ -151,8 +167,11 @@ def one_run(ds, X, y, Z0, ell0, method, seed, args):
                          task="regression" if ds.task == "regression" else "classification",
                          record_terms=False, track_errors=False, progress=False)
     chosen = result.objective.name if result.candidates else ""  # the validated choice
+    nlpd, coverage = error_bars(ds, result.model)
     return {
         "test_error": error_on_test(ds, result.model.predict(ds.X_test)),
+        "nlpd": nlpd,
+        "coverage": coverage,
         "seconds": timer.seconds,
         "epochs": int(result.history.epoch[-1]),
         "penalty": result.params.penalty,
@@ -227,12 +246,18 @@ def summarize(rows):
                       key=lambda d: (order.index(d) if d in order else len(order), d))
     methods = [m for m in METHODS + ["gpytorch"] if any(r["method"] == m for r in rows)]
     errors, seconds, stats = [], [], {}
+    bars = {"nlpd": [], "coverage": []}
     for name in datasets:
         metric = next(r["metric"] for r in rows if r["dataset"] == name)
         n_seeds = len({str(r["seed"]) for r in rows if r["dataset"] == name})
         err_line, sec_line = {"dataset": name, "metric": metric}, {"dataset": name}
+        bar_lines = {k: {"dataset": name} for k in bars}
         for method in methods:
             runs = [r for r in rows if r["dataset"] == name and r["method"] == method]
+            for k in bars:
+                m_k, s_k = common.mean_std([_float(r.get(k)) for r in runs])
+                stats[(name, method, k)] = m_k
+                bar_lines[k][method] = "-" if math.isnan(m_k) else f"{m_k:.3f} ± {s_k:.3f}"
             mean, std = common.mean_std([float(r["test_error"]) for r in runs])
             secs, _ = common.mean_std([float(r["seconds"]) for r in runs if r.get("seconds")])
             ok = sum(1 for r in runs if not math.isnan(float(r["test_error"])))
@@ -247,7 +272,17 @@ def summarize(rows):
             err_line[best] = f"**{err_line[best]}**"
         errors.append(err_line)
         seconds.append(sec_line)
-    return methods, errors, seconds, stats
+        for k in bars:
+            bars[k].append(bar_lines[k])
+    return methods, errors, seconds, stats, bars
+
+
+def _float(value):
+    """A CSV cell as a float (NaN when empty or missing: rows written before the column existed)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def targets(stats, datasets):
@@ -285,9 +320,27 @@ def targets(stats, datasets):
     return lines, summary
 
 
+def bar_targets(stats, datasets):
+    """The error-bar targets: sgpr's 95% coverage within 0.04 of 0.95 on every dataset, and its
+    NLPD within 0.05 nats of GPyTorch's on at least 6 of 8 datasets."""
+    lines, cov_ok, nlpd_ok, nlpd_n = [], 0, 0, 0
+    for name in datasets:
+        cov = stats.get((name, "sgpr", "coverage"), math.nan)
+        gap = stats.get((name, "sgpr", "nlpd"), math.nan) - stats.get((name, "gpytorch", "nlpd"), math.nan)
+        cov_ok += abs(cov - 0.95) <= 0.04
+        if not math.isnan(gap):
+            nlpd_n += 1
+            nlpd_ok += gap <= 0.05
+        lines.append({"dataset": name, "sgpr coverage": cov, "sgpr NLPD - gpytorch NLPD": gap})
+    summary = (f"sgpr 95% coverage within 0.04 of 0.95: {cov_ok}/{len(datasets)} datasets; sgpr NLPD "
+               f"within 0.05 nats of GPyTorch's: {nlpd_ok}/{nlpd_n} datasets with both.")
+    return lines, summary
+
+
 def render(rows, out: Path, args):
-    methods, errors, seconds, stats = summarize(rows)
+    methods, errors, seconds, stats, bars = summarize(rows)
     lines, summary = targets(stats, [e["dataset"] for e in errors])
+    bar_lines, bar_summary = bar_targets(stats, [e["dataset"] for e in errors])
     columns = ["dataset", "sgpr / gpytorch", "best objective", "validated / best",
                "validated / gpytorch"]
     text = ("Test error (mean ± std over seeds; bold: lowest mean)\n\n"
@@ -296,7 +349,16 @@ def render(rows, out: Path, args):
             + common.markdown_table(seconds, ["dataset"] + methods)
             + "\nTargets of issue #13 (ratios of mean test errors)\n\n"
             + common.markdown_table([{c: f"{v:.4f}" if isinstance(v, float) else v for c, v in line.items()}
-                                     for line in lines], columns) + "\n" + summary + "\n")
+                                     for line in lines], columns) + "\n" + summary + "\n"
+            + "\nNegative log predictive density on the test split, nats per value (mean ± std over seeds)\n\n"
+            + common.markdown_table(bars["nlpd"], ["dataset"] + methods)
+            + "\nCoverage of the 95% predictive interval on the test split (mean ± std over seeds)\n\n"
+            + common.markdown_table(bars["coverage"], ["dataset"] + methods)
+            + "\nError-bar targets\n\n"
+            + common.markdown_table([{c: f"{v:.4f}" if isinstance(v, float) else v for c, v in line.items()}
+                                     for line in bar_lines],
+                                    ["dataset", "sgpr coverage", "sgpr NLPD - gpytorch NLPD"])
+            + "\n" + bar_summary + "\n")
     notes = (f"m = {args.centers} centers, Adam lr {args.lr}, {args.epochs} steps, no early "
              "stopping; metric: RMSE on standardized labels (regression), sign error "
              "(classification), on the test split; validated: objective among "
