@@ -344,8 +344,8 @@ class HyperoptKRR(_HyperoptBase):
         mean : array of shape (n,) or (n, p)
         std or cov : array, only with ``return_std`` or ``return_cov``
         """
-        return self.model_.predict(self._transform(X), return_std=return_std, return_cov=return_cov,
-                                   include_noise=include_noise)
+        Xs = self._transform(X)  # checks that the estimator is fitted
+        return self.model_.predict(Xs, return_std=return_std, return_cov=return_cov, include_noise=include_noise)
 
 
 class HyperoptKRRClassifier(_HyperoptBase):

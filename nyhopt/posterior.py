@@ -59,13 +59,13 @@ import numpy as np
 from ._config import block_rows
 from ._threads import cpu_threads
 from ._validation import check_real
-from .backend import get_namespace, is_cupy_namespace, to_numpy
+from .backend import get_namespace, to_numpy
 from .ops import kernel_matrix
 from .objectives._exact import cholesky, tri_solve
 from .solvers import jitter
 
 __all__ = ["VarianceModel", "kmm_lower", "whitened_moments", "variance_model", "direct_fit", "fit_variance",
-           "latent_variance", "latent_covariance", "amplitude_from_fit", "block_whitened"]
+           "latent_variance", "latent_covariance", "amplitude_from_fit", "block_whitened", "check_variance_model"]
 
 
 class VarianceModel(NamedTuple):
@@ -265,9 +265,7 @@ def latent_variance(kernel, X, Z, vm: VarianceModel):
     Z = Z.astype(X.dtype, copy=False)
     out = xp.empty(n, dtype=xp.float64)
     b = block_rows(n, m, 8, n_temps=3)
-    L = xp.asarray(vm.L)
-    C = xp.asarray(vm.C)
-    vm = vm._replace(L=L, C=C)
+    vm = vm._replace(L=xp.asarray(vm.L), C=xp.asarray(vm.C))  # factors fitted elsewhere move to X's device
     with cpu_threads("blas", xp):
         for lo in range(0, n, b):
             hi = min(n, lo + b)
@@ -303,10 +301,3 @@ def check_variance_model(vm, m, what="the model"):
     if not (math.isfinite(vm.amplitude) and vm.amplitude >= 0):  # pragma: no cover
         raise ValueError(f"the variance model's amplitude is {vm.amplitude}")
 
-
-def on_device_of(vm, xp):
-    """The variance model with its factors in the array module ``xp`` (a copy only when moved)."""
-    if is_cupy_namespace(xp) == is_cupy_namespace(get_namespace(vm.C)):
-        return vm
-    return vm._replace(L=xp.asarray(to_numpy(vm.L)) if not is_cupy_namespace(xp) else xp.asarray(vm.L),
-                       C=xp.asarray(to_numpy(vm.C)) if not is_cupy_namespace(xp) else xp.asarray(vm.C))
