@@ -62,7 +62,7 @@ from ._validation import check_real
 from .backend import get_namespace, to_numpy
 from .ops import kernel_matrix
 from .objectives._exact import cholesky, tri_solve
-from .solvers import jitter
+from .solvers.direct import direct_factors, kmm_upper, whitened_moments
 
 __all__ = ["VarianceModel", "kmm_lower", "whitened_moments", "variance_model", "direct_fit", "fit_variance",
            "latent_variance", "latent_covariance", "amplitude_from_fit", "block_whitened", "check_variance_model"]
@@ -95,64 +95,15 @@ class VarianceModel(NamedTuple):
 
 
 def kmm_lower(kernel, Z, dtype, xp):
-    """``L = chol(k(Z, Z) + eps I)``, lower, float64, ``eps`` of the data ``dtype`` (as the direct solver)."""
-    Kmm = kernel_matrix(kernel, Z.astype(xp.float64, copy=False))
-    idx = xp.arange(Kmm.shape[0])
-    Kmm[idx, idx] += jitter(dtype)
-    return cholesky(Kmm, xp)
-
-
-def _as2d(Y):
-    return Y[:, None] if Y.ndim == 1 else Y
-
-
-def whitened_moments(kernel, X, Z, Y, L, xp):
-    """:math:`(S, AY, \\|Y\\|^2)` with :math:`A = L^{-1}k(Z, X)`, in one pass over the rows of ``X``.
-
-    Parameters
-    ----------
-    kernel : Kernel
-    X : array (n, d)
-    Z : array (m, d), dtype of ``X``
-    Y : array (n, p)
-    L : array (m, m), float64, lower
-    xp : module
-
-    Returns
-    -------
-    S : array (m, m), float64
-    AY : array (m, p), float64
-    yy : float
-        :math:`\\sum_{ij} Y_{ij}^2` in float64.
-
-    Notes
-    -----
-    One ``b x m`` block at a time (the memory budget); every kernel block is
-    cast to float64 before the solve, as in :func:`nyhopt.solvers.direct_solve`.
-    """
-    n, m = X.shape[0], Z.shape[0]
-    Y = _as2d(Y)
-    f64 = xp.float64
-    S = xp.zeros((m, m), dtype=f64)
-    AY = xp.zeros((m, Y.shape[1]), dtype=f64)
-    yy = 0.0
-    b = block_rows(n, m, 8, n_temps=4, per_row=Y.shape[1])
-    with cpu_threads("blas", xp):
-        for lo in range(0, n, b):
-            hi = min(n, lo + b)
-            Ab = tri_solve(L, kernel_matrix(kernel, Z, X[lo:hi]).astype(f64, copy=False), xp,
-                           overwrite=True)  # L^{-1} K_b^T, (m, b)
-            Yb = Y[lo:hi].astype(f64, copy=False)
-            S += Ab @ Ab.T
-            AY += Ab @ Yb
-            yy += float(xp.sum(Yb * Yb))
-    return 0.5 * (S + S.T), AY, yy
+    """``L = chol(k(Z, Z) + eps I)``, lower, float64, ``eps`` of the data ``dtype``: the direct solver's factor."""
+    return kmm_upper(kernel, Z, dtype, xp).T.copy()
 
 
 def amplitude_from_fit(yy, AY, C, n_lam, n, xp):
     """SGPR's profiled amplitude :math:`a^* = F/(n p\\, n\\lambda)` with :math:`F = \\|Y\\|^2 - \\|C^{-1}AY\\|^2`.
 
-    ``F`` is clipped at 0 (an exact interpolation of zero targets gives ``a = 0``).
+    ``C`` is lower triangular; ``F`` is clipped at 0 (an exact interpolation of
+    zero targets gives ``a = 0``).
     """
     p = AY.shape[1]
     CiAY = tri_solve(C, AY, xp)
@@ -167,11 +118,9 @@ def _check_amplitude(amplitude):
 
 
 def variance_model(S, AY, yy, L, n, penalty, xp, amplitude=None):
-    """The :class:`VarianceModel` (and ``beta = M^{-1}AY``) from the moments of :func:`whitened_moments`.
+    """The :class:`VarianceModel` from the moments ``(S, AY, yy)`` of one pass (:func:`whitened_moments`).
 
-    Returns
-    -------
-    VarianceModel, beta (m, p) float64
+    ``L`` is the lower factor of :math:`K_{mm} + \\epsilon I` the moments were whitened with.
     """
     n_lam = float(n * penalty)
     M = S.copy()
@@ -181,8 +130,37 @@ def variance_model(S, AY, yy, L, n, penalty, xp, amplitude=None):
     a = _check_amplitude(amplitude)
     if a is None:
         a = amplitude_from_fit(yy, AY, C, n_lam, n, xp)
-    beta = tri_solve(C, tri_solve(C, AY, xp), xp, trans=True)
-    return VarianceModel(L, C, n_lam, float(a)), beta
+    return VarianceModel(L, C, n_lam, float(a))
+
+
+def direct_fit(kernel, X, Z, Y, penalty, amplitude=None):
+    """N-KRR coefficients by the direct solver and the :class:`VarianceModel`, from its one pass.
+
+    The coefficients are those of :func:`nyhopt.solvers.direct_solve` (the
+    same computation); the variance model costs :math:`O(m^3)` more.
+
+    Returns
+    -------
+    alpha : array (m, p), float64
+    VarianceModel
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import nyhopt as nh
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 2)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=200)
+    >>> alpha, vm = direct_fit(nh.GaussianKernel(1.0), X, X[:20], y, penalty=1e-3)
+    >>> alpha.shape, vm.C.shape, round(vm.noise_variance, 2)
+    ((20, 1), (20, 20), 0.01)
+    """
+    fac = direct_factors(kernel, X, Z, Y, penalty)
+    xp = get_namespace(fac.Lt)
+    C = fac.Ct.T.copy()
+    a = _check_amplitude(amplitude)
+    if a is None:
+        a = amplitude_from_fit(fac.yy, fac.AY, C, fac.n_lam, X.shape[0], xp)
+    return fac.alpha, VarianceModel(fac.Lt.T.copy(), C, fac.n_lam, float(a))
 
 
 def fit_variance(kernel, X, Z, Y, penalty, amplitude=None):
@@ -206,43 +184,12 @@ def fit_variance(kernel, X, Z, Y, penalty, amplitude=None):
     return direct_fit(kernel, X, Z, Y, penalty, amplitude)[1]
 
 
-def direct_fit(kernel, X, Z, Y, penalty, amplitude=None):
-    """N-KRR coefficients by the direct (Cholesky) route and the :class:`VarianceModel`, in one pass.
-
-    The coefficients are :math:`\\alpha = L^{-T}M^{-1}AY`, the formula of
-    :func:`nyhopt.solvers.direct_solve`.
-
-    Returns
-    -------
-    alpha : array (m, p), float64
-    VarianceModel
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import nyhopt as nh
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(200, 2)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=200)
-    >>> alpha, vm = direct_fit(nh.GaussianKernel(1.0), X, X[:20], y, penalty=1e-3)
-    >>> alpha.shape, vm.C.shape, round(vm.noise_variance, 2)
-    ((20, 1), (20, 20), 0.01)
-    """
-    xp = get_namespace(X, Z)
-    Z = Z.astype(X.dtype, copy=False)
-    Y = _as2d(Y)
-    with cpu_threads("blas", xp):
-        L = kmm_lower(kernel, Z, X.dtype, xp)
-    S, AY, yy = whitened_moments(kernel, X, Z, Y, L, xp)
-    vm, beta = variance_model(S, AY, yy, L, X.shape[0], penalty, xp, amplitude)
-    return tri_solve(L, beta, xp, trans=True), vm
-
-
 def block_whitened(block, shared):
-    """One Dask row block's partial ``(S, AY, [yy])`` (float64, on the host); ``shared = (kernel, Z, L)``."""
+    """One Dask row block's partial ``(S, AY, [yy])`` (float64, on the host); ``shared = (kernel, Z, Lt)``."""
     X, Y = block
-    kernel, Z, L = shared
+    kernel, Z, Lt = shared
     xp = get_namespace(X)
-    S, AY, yy = whitened_moments(kernel, X, xp.asarray(Z, dtype=X.dtype), Y, xp.asarray(L), xp)
+    S, AY, yy = whitened_moments(kernel, X, xp.asarray(Z, dtype=X.dtype), Y, xp.asarray(Lt), xp)
     return (np.asarray(to_numpy(S)), np.asarray(to_numpy(AY)), np.array([yy]))
 
 

@@ -18,7 +18,8 @@ from .._validation import check_matrix
 from ..backend import get_namespace, to_numpy
 from ..estimator import _check_fitted
 from .._predictive import set_variance
-from ..posterior import block_whitened, check_variance_model, kmm_lower, latent_variance, variance_model
+from ..posterior import block_whitened, check_variance_model, latent_variance, variance_model
+from ..solvers.direct import kmm_upper
 from ..solvers import ConvergenceWarning
 from ._detect import is_dask_array
 from .falkon import falkon_solve_sharded
@@ -75,13 +76,13 @@ def fit_dask(est, X, y, client=None):
 def _variance_pass(est, kernel, data, Z, penalty):
     """The :class:`~nyhopt.posterior.VarianceModel` from one more pass over the sharded data.
 
-    ``(kernel, Z, L)`` is broadcast once; each block returns its float64
+    ``(kernel, Z, L^T)`` is broadcast once; each block returns its float64
     partial ``(S, AY, ||Y||^2)`` (``m x m``), summed by the data's reducer.
     """
-    L = kmm_lower(kernel, Z, data.dtype, np)
-    S, AY, yy = data.reduce(block_whitened, data.broadcast((kernel, Z, L)))
-    vm, _ = variance_model(0.5 * (S + S.T), AY, float(yy[0]), L, data.n, penalty, np, amplitude=est.amplitude)
-    return vm
+    Lt = kmm_upper(kernel, Z, data.dtype, np)
+    S, AY, yy = data.reduce(block_whitened, data.broadcast((kernel, Z, Lt)))
+    return variance_model(0.5 * (S + S.T), AY, float(yy[0]), Lt.T.copy(), data.n, penalty, np,
+                          amplitude=est.amplitude)
 
 
 def _std_block(Xb, kernel, Z, vm, scale, include_noise):
