@@ -152,7 +152,7 @@ def direct_fit(kernel, X, Z, Y, penalty, amplitude=None):
     >>> X = rng.normal(size=(200, 2)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=200)
     >>> alpha, vm = direct_fit(nh.GaussianKernel(1.0), X, X[:20], y, penalty=1e-3)
     >>> alpha.shape, vm.C.shape, round(vm.noise_variance, 2)
-    ((20, 1), (20, 20), 0.01)
+    ((20, 1), (20, 20), 0.02)
     """
     fac = direct_factors(kernel, X, Z, Y, penalty)
     xp = get_namespace(fac.Lt)
