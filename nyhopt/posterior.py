@@ -211,7 +211,7 @@ def latent_variance(kernel, X, Z, vm: VarianceModel):
     n, m = X.shape[0], Z.shape[0]
     Z = Z.astype(X.dtype, copy=False)
     out = xp.empty(n, dtype=xp.float64)
-    b = block_rows(n, m, 8, n_temps=3)
+    b = block_rows(n, m, 8, n_temps=4)
     vm = vm._replace(L=xp.asarray(vm.L), C=xp.asarray(vm.C))  # factors fitted elsewhere move to X's device
     with cpu_threads("blas", xp):
         for lo in range(0, n, b):
