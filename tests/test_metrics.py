@@ -57,7 +57,14 @@ def test_tune_reports_validation_scores():
     s = res.validation_scores
     assert set(s) == {"rmse", "nlpd", "coverage"} and 0 <= s["coverage"] <= 1 and math.isfinite(s["nlpd"])
     assert s["rmse"] == pytest.approx(res.history[res.best_epoch].validation_error, rel=1e-6)
+    # per epoch in the history (the direct solver's tracker), the best epoch's being the final model's
+    best = res.history[res.best_epoch]
+    assert np.all(np.isfinite(res.history.validation_nlpd)) and np.all(res.history.validation_coverage <= 1)
+    assert best.validation_nlpd == pytest.approx(s["nlpd"], rel=1e-9, abs=1e-12)
+    assert best.validation_coverage == s["coverage"]
+    assert "validation_nlpd" in res.history.as_dict()
     est = nh.HyperoptKRR(objective="gcv", centers=15, epochs=5, validation_fraction=0.25, random_state=0).fit(X, y)
+    assert est.history_[est.best_epoch_].validation_nlpd == pytest.approx(est.validation_scores_["nlpd"], rel=1e-9)
     assert set(est.validation_scores_) == {"rmse", "nlpd", "coverage"}
     assert nh.tune(X, y, centers=15, epochs=2, progress=False).validation_scores is None
     assert nh.tune(X, y > 0, centers=15, epochs=2, validation=0.25, progress=False).validation_scores is None

@@ -94,16 +94,50 @@ class ErrorTracker:
         self.X, self.enc, self.y_train = X, enc, y_train
         self.X_val, self.y_val = X_val, y_val
         self.kernel, self.dtype, self.solver = kernel, dtype, solver
+        #: ``(validation_nlpd, validation_coverage)`` of the last call (NaN when not computed)
+        self.last_scores = (float("nan"), float("nan"))
+        #: use ``params.amplitude`` for the error bars (objectives that tune it), else SGPR's closed form
+        self.use_amplitude = False
 
     def __call__(self, params):
-        """``(train_error, validation_error)``; NaN for a missing validation set."""
+        """``(train_error, validation_error)``; NaN for a missing validation set.
+
+        Regression with validation rows and the direct solver also sets
+        :attr:`last_scores`: the error bars of the same model on the
+        validation rows (its variance model comes from the direct solver's
+        own pass; the validation rows cost :math:`O(m^2)` each).
+        """
         kernel = self.kernel.with_lengthscale(params.lengthscale)
         Z = params.centers.astype(self.dtype, copy=False)
-        alpha = solve_alpha(kernel, self.X, Z, self.enc.Y, params.penalty, self.solver)
+        scores = self.X_val is not None and self.enc.task == "regression" and self.solver == "direct"
+        vm = None
+        if scores:
+            from ..posterior import direct_fit
+
+            alpha, vm = direct_fit(kernel, self.X, Z, self.enc.Y, params.penalty,
+                                   amplitude=params.amplitude if self.use_amplitude else None)
+        else:
+            alpha = solve_alpha(kernel, self.X, Z, self.enc.Y, params.penalty, self.solver)
         train = prediction_error(decode_predictions(kmv(kernel, self.X, Z, alpha), self.enc),
                                  self.y_train, self.enc.task)
         val = float("nan")
+        self.last_scores = (float("nan"), float("nan"))
         if self.X_val is not None:
-            val = prediction_error(decode_predictions(kmv(kernel, self.X_val, Z, alpha), self.enc),
-                                   self.y_val, self.enc.task)
+            pred = decode_predictions(kmv(kernel, self.X_val, Z, alpha), self.enc)
+            val = prediction_error(pred, self.y_val, self.enc.task)
+            if vm is not None:
+                self.last_scores = self._scores(kernel, Z, vm, pred)
         return train, val
+
+    def _scores(self, kernel, Z, vm, pred):
+        """NLPD and 95% coverage of the predictions ``pred`` (user units) on the validation rows."""
+        from .. import metrics
+        from ..posterior import latent_variance
+
+        xp = get_namespace(pred)
+        var = latent_variance(kernel, self.X_val, Z, vm) + vm.noise_variance
+        std = xp.sqrt(var)[:, None] * xp.asarray(np.asarray(self.enc.y_scale, dtype=np.float64))
+        mean = pred.reshape(std.shape)
+        y = self.y_val if get_namespace(self.y_val) is xp else xp.asarray(to_numpy(self.y_val))
+        y = xp.asarray(y, dtype=xp.float64).reshape(std.shape)
+        return metrics.nlpd(y, mean, std), metrics.coverage(y, mean, std, level=0.95)

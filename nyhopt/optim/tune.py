@@ -457,6 +457,8 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         solver = choose_solver(solver, X.shape[0], params.n_centers)
         tracker = ErrorTracker(X, enc, y, X_val, y_val, template, dtype, solver) if track_errors else None
 
+    if tracker is not None and hasattr(tracker, "use_amplitude"):
+        tracker.use_amplitude = obj.uses_amplitude  # the error bars use the amplitude the objective tunes
     profile = getattr(obj, "amplitude", None) == "profile"  # sgpr sets a = a* at every evaluation
     if profile and "amplitude" in freeze:
         obj.amplitude, profile = "learn", False  # frozen: a stays at the params' value
@@ -511,8 +513,9 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
                 break
             terms = dict(obj.last_terms or {}) if record_terms else {}
             train_err, val_err = tracker(params) if tracker is not None else (math.nan, math.nan)
+            val_nlpd, val_cov = getattr(tracker, "last_scores", (math.nan, math.nan))
             record = TuneRecord(epoch, float(value), terms, params.penalty, params.lengthscale,
-                                train_err, val_err, t_opt, params.amplitude)
+                                train_err, val_err, t_opt, params.amplitude, val_nlpd, val_cov)
             history.append(record)
             if value < best_value - min_delta:
                 stale = 0
