@@ -8,26 +8,27 @@ one line per case (median of ``repeat`` synchronized runs after one warm-up):
 * one cold ``stoch-prop`` step on P2 and P3 (float64, float32, and float64
   with ``kernel_cache=True``), with the GPU memory pool of the step;
 * a Falkon fit of ``NystromKRR`` at n = 1,000,000, m = 1000;
-* the HIGGS-size pass of issue #11 (not in ``quick``): ``normal_matvec`` at
+* the HIGGS-size passes (mode ``fused``, also in the full run): ``normal_matvec`` at
   n = 10^7 (or the largest that fits in 40% of free GPU memory), m = 5000,
-  d = 28, k = 21, float32, data made on the GPU from a seed, with today's
-  cuBLAS path and the fused streaming products (``NYHOPT_CUDA_FUSED`` =
-  ``1`` and ``dot``) in the same run: the Falkon pass (``V`` only) and the
-  stoch-prop pass (20 more columns ``U``, ``kv=True``), each with its first
-  call (compilation) and its relative difference to today's result; and both
-  passes with the kernel held in float16 (``CachedKernel(storage="float16")``,
-  where ``2 n m`` bytes fit), with the time to build it;
-
-* issue #11's headline (mode ``higgs``, not in the full run): Adam steps of
-  ``stoch-prop`` at the HIGGS size (n = 10^7 or the largest that fits, d = 28,
-  m = 5000, float32, one lengthscale 4, lambda0 = 1/n, t = 20, tol 1e-3,
-  maxiter 100, lr 0.05) for each route -- streaming (with the previous or
-  the extrapolated warm start), the Gram matrix
-  (``gram=True``), the fused products, the kernel held in float16 (where it
-  fits) -- each for at most ``budget`` seconds, with the projection to 20
-  steps from the mean of the warm steps and each step's objective value (the
-  trajectories are compared across routes);
-* the exact-objective case of issue #11 (mode ``exact28``): one
+  d = 28, k = 21, float32, data made on the GPU from a seed: the Falkon pass
+  (``V`` only) and the stoch-prop pass (20 more columns ``U``, ``kv=True``),
+  each with its first call (compilation); and both passes with the kernel
+  held in float16 (``CachedKernel(storage="float16")``, where ``2 n m`` bytes
+  fit), with the time to build it and the difference to streaming;
+* Adam steps of ``stoch-prop`` at the HIGGS size per route (mode ``routes``):
+  n = 10^7 or the largest that fits, d = 28, m = 5000, float32, one
+  lengthscale 4, lambda0 = 1/n, t = 20, tol 1e-3, maxiter 100, lr 0.05 --
+  streaming (with the previous or the extrapolated warm start), the Gram
+  matrix on tensor cores and in float64, the kernel held in float16 (where
+  it fits), default settings -- each for at most ``budget`` seconds, with
+  the projection to 20 steps and each step's objective value;
+* the pieces of the GPU route, one by one (modes ``blocks``, ``gram``,
+  ``higgs``, from ``gpu_pieces.py``): kernel-block passes (GEMM + one fused
+  pass against the previous kernels), the Gram matrix on tensor cores
+  against float64 with a sweep of its block length, and the HIGGS run with
+  default settings checked against the float64-Gram route at the same
+  parameters, with the test error on held-out rows;
+* the exact-objective case (mode ``exact28``): one
   ``value_and_grad`` of ``prop`` and ``sgpr`` at n = 10^6, m = 1000, d = 28,
   ARD, float32, and one step of GPyTorch's SGPR on the same data when torch
   and gpytorch are importable (never a dependency of nyhopt).
@@ -35,9 +36,10 @@ one line per case (median of ``repeat`` synchronized runs after one warm-up):
 Each case is guarded: a failure prints its traceback and the script goes on.
 Usage (on the GPU machine, from the repository root)::
 
-    PYTHONPATH=. python asv_bench/gpu_report.py [quick | fused | higgs [budget] | exact28]
+    PYTHONPATH=. python asv_bench/gpu_report.py [quick | fused | routes [budget] | exact28 | blocks | gram
+                                                 | higgs [budget]] [--tiny]
 
-``fused`` runs the HIGGS-size pass comparison only.
+``fused`` runs the HIGGS-size passes only; ``--tiny`` (pieces modes) runs toy sizes, also on a CPU.
 """
 import sys
 import time
@@ -88,12 +90,11 @@ def _fmt(t):
 
 
 def fused_vs_today(card, repeat=3):
-    """``normal_matvec`` at the HIGGS size: today's path, fused exact and fused dot, same data."""
+    """``normal_matvec`` at the HIGGS size (cuBLAS blocks, one fused evaluation pass), and with K in float16."""
     import cupy as cp
 
     import nyhopt as nh
     from nyhopt import ops
-    from nyhopt.ops import _cupy
 
     sync = cp.cuda.Device().synchronize
     pool = cp.get_default_memory_pool()
@@ -111,27 +112,13 @@ def fused_vs_today(card, repeat=3):
         f"stoch-prop pass normal_matvec(V, U with {t} columns, kv=True)":
             lambda: ops.normal_matvec(kern, X, Z, V, U, kv=True),
     }
-    saved = _cupy.FUSED_PRODUCTS
-    try:
-        for what, fn in passes.items():
-            today = None
-            for mode, label in (("", "today (cuBLAS blocks)"), ("exact", "fused"), ("dot", "fused dot")):
-                _cupy.FUSED_PRODUCTS = mode
+    for what, fn in passes.items():
+        def run(fn=fn):
+            _, first = _timed_first(fn, sync)
+            return f"{_fmt(_median_time(fn, sync, repeat))}; first call {first:.2f} s"
 
-                def run(fn=fn, mode=mode):
-                    nonlocal today
-                    res, first = _timed_first(fn, sync)
-                    timing = _median_time(fn, sync, repeat)
-                    if today is None:
-                        today, diff = res, ""
-                    else:
-                        diff = f"; relative difference to today {_relative_max(res, today):.1e}"
-                    return f"{_fmt(timing)}; first call {first:.2f} s{diff}"
-
-                _case(f"HIGGS-size {what} n={n} m={m} d={d} k={k} float32 on {card}, {label}", run)
-                pool.free_all_blocks()
-    finally:
-        _cupy.FUSED_PRODUCTS = saved
+        _case(f"HIGGS-size {what} n={n} m={m} d={d} k={k} float32 on {card}", run)
+        pool.free_all_blocks()
     _case(f"HIGGS-size passes n={n} m={m} d={d} k={k} float32 on {card}, kernel held in float16",
           lambda: _half_cache_passes(kern, X, Z, V, U, sync, repeat))
 
@@ -177,7 +164,7 @@ def higgs_tuning(card, budget=120.0, steps=20):
     import cupy as cp
 
     import nyhopt as nh
-    from nyhopt.ops import _cupy
+    from nyhopt.ops import gram as gram_mod
     from nyhopt.optim import adam
 
     sync = cp.cuda.Device().synchronize
@@ -187,20 +174,21 @@ def higgs_tuning(card, budget=120.0, steps=20):
     # data (d + 1 columns) and the solve's n x (t + 1) arrays, a few times over, in 60% of free memory
     n = int(min(10_000_000, 0.6 * free / ((d + 1 + 6 * (t + 1)) * 4)) // 1000 * 1000)
     X, y = _synthetic_gpu(n, d, 1234, cp.float32)
-    routes = (("streaming", dict(kernel_cache=False, gram=False), ""),
+    # (label, options, Gram matrix on tensor cores)
+    routes = (("streaming", dict(kernel_cache=False, gram=False), True),
               ("streaming, extrapolated warm start", dict(kernel_cache=False, gram=False, warm_start="extrapolate"),
-               ""),
-              ("Gram matrix", dict(kernel_cache=False, gram=True), ""),
-              ("fused products", dict(kernel_cache=False, gram=False), "exact"),
-              ("kernel held in float16", dict(kernel_cache="float16", gram=False), ""),
-              ("default settings", {}, ""))
-    saved = _cupy.FUSED_PRODUCTS
+               True),
+              ("Gram matrix on tensor cores", dict(kernel_cache=False, gram=True), True),
+              ("Gram matrix in float64", dict(kernel_cache=False, gram=True), False),
+              ("kernel held in float16", dict(kernel_cache="float16", gram=False), True),
+              ("default settings", {}, True))
+    saved = gram_mod.TENSOR_CORES
     try:
-        for label, opts, fused in routes:
-            def run(opts=opts, fused=fused):
+        for label, opts, tensor_cores in routes:
+            def run(opts=opts, tensor_cores=tensor_cores):
                 if opts.get("kernel_cache") == "float16" and 2 * n * m > 0.8 * free:
                     return f"skipped: n x m float16 ({2 * n * m / 2**30:.1f} GiB) does not fit 80% of free memory"
-                _cupy.FUSED_PRODUCTS = fused
+                gram_mod.TENSOR_CORES = tensor_cores
                 obj = nh.make_objective("stoch-prop", X, y, kernel=nh.GaussianKernel(4.0), n_probes=t, tol=1e-3,
                                         maxiter=100, random_state=0, **opts)
                 params = nh.Params.from_natural(1.0 / n, [4.0], X[:m])
@@ -224,7 +212,7 @@ def higgs_tuning(card, budget=120.0, steps=20):
             _case(f"HIGGS-size stoch-prop tuning n={n} m={m} d={d} t={t} float32 on {card}, {label}", run)
             pool.free_all_blocks()
     finally:
-        _cupy.FUSED_PRODUCTS = saved
+        gram_mod.TENSOR_CORES = saved
 
 
 def exact_step_vs_gpytorch(card, repeat=5):
@@ -390,7 +378,14 @@ def _card():
 
 if __name__ == "__main__":
     arg = sys.argv[1] if len(sys.argv) > 1 else ""
-    if arg == "higgs":
+    if arg in ("blocks", "gram", "higgs"):
+        import os
+
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import gpu_pieces
+
+        gpu_pieces.main(sys.argv[1:])
+    elif arg == "routes":
         higgs_tuning(_card(), budget=float(sys.argv[2]) if len(sys.argv) > 2 else 120.0)
     elif arg == "exact28":
         exact_step_vs_gpytorch(_card())

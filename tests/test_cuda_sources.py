@@ -229,6 +229,36 @@ void run_block(FILE* in, FILE* out) {
     write(out, o);
 }
 
+template <typename T, int KIND, int OUT>
+void run_dot(FILE* in, FILE* out) {
+    auto h = read<int>(in, 4);  // grid.x, grid.y, b, m
+    const int b = h[2], m = h[3];
+    auto g = read<T>(in, (long long)b * m);
+    auto xn = read<T>(in, b);
+    auto zn = read<T>(in, m);
+    if constexpr (OUT == 0) {
+        launch<false>(dim3(h[0], h[1]), dim3(32, 8), [&] { nh_kernel_dot<T, KIND, OUT>(g.data(), xn.data(), zn.data(), g.data(), b, m); });
+        write(out, g);  // in place
+    } else {
+        std::vector<unsigned short> o((size_t)b * 2 * m, 0xFFFF);
+        launch<false>(dim3(h[0], h[1]), dim3(32, 8), [&] { nh_kernel_dot<T, KIND, OUT>(g.data(), xn.data(), zn.data(), o.data(), b, m); });
+        write(out, o);
+    }
+}
+
+template <typename T, int KIND>
+void run_adjoint_dot(FILE* in, FILE* out) {
+    auto h = read<int>(in, 4);  // grid.x, grid.y, b, m
+    const int b = h[2], m = h[3];
+    auto g = read<T>(in, (long long)b * m);
+    auto c = read<T>(in, (long long)b * m);
+    auto xn = read<T>(in, b);
+    auto zn = read<T>(in, m);
+    std::vector<double> W((size_t)b * m, NAN);
+    launch<false>(dim3(h[0], h[1]), dim3(32, 8), [&] { nh_adjoint_dot<T, KIND>(g.data(), c.data(), xn.data(), zn.data(), W.data(), b, m); });
+    write(out, W);
+}
+
 template <typename T, int KIND, bool LOWRANK>
 void run_adjoint(FILE* in, FILE* out) {
     auto h = read<int>(in, 7);  // grid.x, grid.y, n, m, d, r, wanted
@@ -264,7 +294,8 @@ int main(int argc, char** argv) {
 }
 """
 
-_RUNNERS = {"kernel_block": "run_block", "adjoint": "run_adjoint"}
+_RUNNERS = {"kernel_block": "run_block", "adjoint": "run_adjoint", "kernel_dot": "run_dot",
+            "adjoint_dot": "run_adjoint_dot"}
 
 
 @pytest.fixture(scope="module")
@@ -274,13 +305,13 @@ def emulator(tmp_path_factory):
     if gxx is None:
         pytest.skip("g++ not found: the host emulation of the CUDA kernels needs a C++20 compiler")
     names = []
-    for source in _RUNNERS:  # fused_products: tests/test_cuda_fused.py
+    for source in _RUNNERS:
         names += cc.name_expressions(source, "float64")
         names += [n for n in cc.name_expressions(source, "float32") if ", 0" in n or ", 1" in n]
     rows = []
     for name in names:
-        source = "kernel_block" if name.startswith("nh_kernel_block") else "adjoint"
-        runner = name.replace(cc.SOURCES[source][0].split("<")[0], _RUNNERS[source], 1)
+        source = next(src for src in _RUNNERS if name.startswith(cc.SOURCES[src][0].split("<")[0] + "<"))
+        runner = _RUNNERS[source] + name[len(cc.SOURCES[source][0].split("<")[0]):]
         rows.append(f'{{"{name}", {runner}}},')
     code = EMULATION + cc.read_source(*_RUNNERS)
     code += (HARNESS + DISPATCH_MAIN).replace("TABLE", "\n        ".join(rows))
@@ -337,6 +368,47 @@ def test_emulated_kernel_block(emulator, tmp_path, kind, dtype, grid_y):
     ref = _reference.kernel_matrix(kernel, X.astype(np.float64), Z.astype(np.float64), ell, np)
     np.testing.assert_allclose(K, ref, rtol=_tol(dtype), atol=_tol(dtype))
     assert K[7, 4] == 1.0  # coincident points: exactly phi(0)
+
+
+def _dot_inputs(X, Z, ell, dtype):
+    """The distance product and squared norms that ``_cupy`` gives ``nh_kernel_dot``."""
+    Xs = _reference.scaled(X, ell, np).astype(dtype)
+    Zs = _reference.scaled(Z, ell, np).astype(dtype)
+    return np.ascontiguousarray(Xs @ Zs.T), (Xs * Xs).sum(1), (Zs * Zs).sum(1)
+
+
+@pytest.mark.parametrize("grid_y", [1, 2])
+@pytest.mark.parametrize("dtype,kind", [("float64", k) for k in KINDS] + [("float32", k) for k in KINDS])
+def test_emulated_kernel_dot(emulator, tmp_path, kind, dtype, grid_y):
+    """``phi(xn + zn - 2 g)`` in place, against the reference (GEMM form) on the same numbers."""
+    kernel, X, Z, ell, *_ = _problem(kind, dtype)
+    n, m = X.shape[0], Z.shape[0]
+    g, xn, zn = _dot_inputs(X, Z, ell, dtype)
+    raw = _run(emulator, cc.kernel_name("kernel_dot", dtype, kind, 0), [(m + 31) // 32, grid_y, n, m], [g, xn, zn], tmp_path)
+    K = raw.view(dtype).reshape(n, m)
+    s = np.maximum(xn.astype(np.float64)[:, None] + zn.astype(np.float64)[None, :] - 2 * g.astype(np.float64), 0)
+    np.testing.assert_allclose(K, kernel.profile(s, np), rtol=10 * _tol(dtype), atol=_tol(dtype))
+    ref = _reference.kernel_matrix(kernel, X.astype(np.float64), Z.astype(np.float64), ell, np)
+    atol = 1e-7 if dtype == "float64" else 2e-3  # the GEMM form near coincident points (sqrt for Matern)
+    np.testing.assert_allclose(K, ref, rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_emulated_kernel_dot_half_parts(emulator, tmp_path, kind):
+    """The float16 ``[hi | lo]`` output: ``hi = fl16(k)``, ``hi + lo / 2048`` holds ``k`` to ~2^-22."""
+    kernel, X, Z, ell, *_ = _problem(kind, "float32", n=61, m=45)
+    n, m = X.shape[0], Z.shape[0]
+    g, xn, zn = _dot_inputs(X, Z, ell, "float32")
+    raw = _run(emulator, cc.kernel_name("kernel_dot", "float32", kind, 1), [2, 3, n, m], [g, xn, zn], tmp_path)
+    HL = raw.view(np.float16).reshape(n, 2 * m)
+    raw32 = _run(emulator, cc.kernel_name("kernel_dot", "float32", kind, 0), [2, 3, n, m], [g, xn, zn], tmp_path)
+    K = raw32.view(np.float32).reshape(n, m)
+    from nyhopt.ops.gram16 import split_block
+
+    np.testing.assert_array_equal(HL.view(np.uint16), split_block(K, np).view(np.uint16))
+    back = HL[:, :m].astype(np.float64) + HL[:, m:].astype(np.float64) / 2048
+    np.testing.assert_allclose(back, K, rtol=2.0**-21, atol=2.0**-36)
+    assert np.abs(HL[:, :m].astype(np.float64) - K).max() > 1e-5  # float16 alone would not
 
 
 @pytest.mark.parametrize("lowrank", [False, True])
@@ -401,6 +473,27 @@ class EmulatedFunction:
         assert tuple(block) == (32, 8)
         assert all(isinstance(g, int) and 0 < g <= 65535 for g in grid)
         self.launches.append(tuple(grid))
+        if self.source == "adjoint_dot":
+            (g, c, xn, zn), (b, m) = self._check(args, 4, 0)[0], (int(args[5]), int(args[6]))
+            W = args[4]
+            assert W.dtype == np.float64 and W.shape == (b, m) and g.shape == c.shape == (b, m)
+            raw = _run(self.exe, self.name, [grid[0], grid[1], b, m], [g, c, xn, zn], self.tmp_path)
+            W[...] = raw.view(np.float64).reshape(b, m)
+            return
+        if self.source == "kernel_dot":
+            g, xn, zn = self._check(args, 3, 0)[0]
+            out = args[3]
+            b, m = int(args[4]), int(args[5])
+            assert type(args[4]) is np.int32 and type(args[5]) is np.int32
+            assert g.shape == (b, m) and xn.shape == (b,) and zn.shape == (m,)
+            raw = _run(self.exe, self.name, [grid[0], grid[1], b, m], [g, xn, zn], self.tmp_path)
+            if self.lowrank:  # the output form: float16 [hi | lo]
+                assert out.dtype == np.float16 and out.shape == (b, 2 * m) and out.flags.c_contiguous
+                out[...] = raw.view(np.float16).reshape(b, 2 * m)
+            else:
+                assert out is g
+                out[...] = raw.view(self.dtype).reshape(b, m)
+            return
         if self.source == "kernel_block":
             (Xs, Zt, out), (b, m, d) = self._check(args, 3, 3)
             assert Xs.shape == (b, d) and Zt.shape == (d, m) and out.shape == (b, m)
@@ -533,11 +626,11 @@ def test_get_function_compiles_only_the_instantiation_a_call_needs(fake_cupy):
 
     cc.get_function("adjoint", "float32", "gaussian", False)
     cc.get_function("kernel_block", "float64", "laplacian")
-    cc.get_function("fused_products", "float32", "matern52", 16)
+    cc.get_function("kernel_dot", "float32", "matern52", 1)
     assert [m.names for m in built[1:]] == [
         ["nh_adjoint<float, 0, false>"],
         ["nh_kernel_block<double, 1>"],
-        ["nh_fused_products<float, 3, 16>"],
+        ["nh_kernel_dot<float, 3, 1>"],
     ]
 
     device["id"] = 1  # another device: its own module
@@ -550,6 +643,107 @@ def test_get_function_checks_its_arguments_before_compiling(fake_cupy):
     _, built = fake_cupy
     with pytest.raises(ValueError, match="kind"):
         cc.get_function("kernel_block", "float32", "cauchy")
-    with pytest.raises(ValueError, match="no form 32 for float64"):
-        cc.get_function("fused_products", "float64", "gaussian", 32)
+    with pytest.raises(ValueError, match="no form 1 for float64"):
+        cc.get_function("kernel_dot", "float64", "gaussian", 1)
     assert built == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cupy_half_blocks_on_emulated_kernels(emulated_cupy, kind):
+    """``_cupy``'s float16 parts of a block (GEMM + ``nh_kernel_dot``, or the exact kernel + split) on the host."""
+    _cupy, made = emulated_cupy
+    from nyhopt.ops.gram16 import split_block
+
+    kernel, X, Z, ell, *_ = _problem(kind, "float32", n=70)
+    n, m = X.shape[0], Z.shape[0]
+    if kind == "laplacian":  # the split pass is a CuPy ElementwiseKernel: a NumPy stand-in
+        def split(k, hi, lo):
+            hi[...] = k.astype(np.float16)
+            lo[...] = ((k - hi.astype(np.float32)) * np.float32(2048)).astype(np.float16)
+        _cupy._SPLIT["k"] = split
+    try:
+        pts = _cupy.kernel_block_half(kernel, X, Z, ell, np)
+        out = np.empty((40, 2 * m), dtype=np.float16)
+        work = np.empty((40, m), dtype=np.float32)
+        got = pts.block_half(slice(30, 70), out, work)
+    finally:
+        _cupy._SPLIT.clear()
+    K = _cupy.kernel_matrix(kernel, X, Z, ell, np)[30:70]
+    np.testing.assert_array_equal(got.view(np.uint16), split_block(K, np).view(np.uint16))
+    assert [fn.source for fn in made][-1] == ("kernel_block" if kind == "laplacian" else "kernel_dot")
+
+
+def test_the_removed_fused_products_setting_is_an_error(monkeypatch):
+    """``NYHOPT_CUDA_FUSED`` switched on the removed SIMT products: now a clear error, off is fine."""
+    from nyhopt.ops import _cupy
+
+    for off in ("", "0", " 0 "):
+        _cupy._removed_fused_setting(off)
+    for on in ("1", "dot", "exact"):
+        with pytest.raises(ValueError, match="NYHOPT_CUDA_FUSED.*removed"):
+            _cupy._removed_fused_setting(on)
+    assert "fused_products" not in cc.SOURCES
+
+
+@pytest.mark.parametrize("dtype,kind", [("float64", k) for k in KINDS] + [("float32", "gaussian")])
+def test_emulated_adjoint_dot(emulator, tmp_path, kind, dtype):
+    """``nh_adjoint_dot``: ``W = (P Q^T) phi'(s)`` in float64 from the two products and the norms."""
+    kernel, X, Z, ell, *_, P, Q, _ = _problem(kind, dtype)
+    n, m = X.shape[0], Z.shape[0]
+    g, xn, zn = _dot_inputs(X, Z, ell, dtype)
+    c = np.ascontiguousarray(P @ Q.T).astype(dtype)
+    raw = _run(emulator, cc.kernel_name("adjoint_dot", dtype, kind), [2, 3, n, m], [g, c, xn, zn], tmp_path)
+    W = raw.view(np.float64).reshape(n, m)
+    s = np.maximum(xn[:, None] + zn[None, :] - 2 * g, 0)
+    _, dphi = kernel.profile_and_derivative(s.astype(np.float64), np)
+    np.testing.assert_allclose(W, c * dphi, rtol=10 * _tol(dtype), atol=_tol(dtype) * np.abs(c).max())
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("d", [1, 3, 28])
+@pytest.mark.parametrize("kind", ["gaussian", "matern32", "matern52"])
+def test_gemm_adjoint_matches_the_reference(monkeypatch, kind, d, dtype):
+    """``ADJOINT_GEMM``: the low-rank adjoint from GEMMs (on NumPy) against the reference, uncentered data."""
+    from nyhopt.ops import _cupy
+
+    rng = np.random.default_rng(4)
+    n, m, k = 1031, 57, 3
+    X = (rng.uniform(-1.5, 1.5, (n, d)) + 5.0).astype(dtype)
+    Z = (rng.uniform(-1.5, 1.5, (m, d)) + 5.0).astype(dtype)
+    Z[4] = X[7]
+    kernel = nh.make_kernel(kind, np.sqrt(d) * np.linspace(0.8, 1.6, d))
+    ell = kernel.lengthscale_array(d)
+    P, Q = rng.standard_normal((n, k)).astype(dtype), rng.standard_normal((m, k)).astype(dtype)
+    up = [a.astype(np.float64) for a in (X, Z, P, Q)]
+    tol = 1e-9 if dtype == "float64" else 2e-5  # the GEMM form of the distances; float32 as the GPU tests
+    monkeypatch.setattr(_cupy, "ADJOINT_GEMM", True)
+    for wrt in [("lengthscale", "centers", "X"), ("centers",), ("lengthscale",), ("X",)]:
+        with nh.memory_budget(2**16):  # several row blocks
+            got = _cupy.adjoint_lowrank(kernel, X, Z, P, Q, ell, np, wrt)
+        want = _reference.adjoint_lowrank(kernel, *up, ell, np, wrt)
+        for g, w in zip(got, want):
+            if w is None:
+                assert g is None
+            else:
+                assert g.dtype == np.float64
+                np.testing.assert_allclose(g, w, rtol=0, atol=tol * np.abs(w).max())
+    monkeypatch.setattr(_cupy, "ADJOINT_GEMM", False)
+    assert _cupy.ADJOINT_GEMM is False
+
+
+def test_cupy_gemm_adjoint_on_emulated_kernels(emulated_cupy, monkeypatch):
+    """``ADJOINT_GEMM`` through ``_cupy`` with the emulated ``nh_adjoint_dot`` (float64, Gaussian)."""
+    _cupy, made = emulated_cupy
+    from nyhopt.ops import _adjoint_gemm
+
+    monkeypatch.setattr(_adjoint_gemm, "get_function", _cupy.get_function)
+    monkeypatch.setattr(_adjoint_gemm, "is_cupy_namespace", lambda xp: True)
+    monkeypatch.setattr(_cupy, "ADJOINT_GEMM", True)
+    kernel, X, Z, ell, _, _, P, Q, _ = _problem("gaussian", "float64", n=70)
+    wrt = ("lengthscale", "centers", "X")
+    with nh.memory_budget(37 * 24 * 30):  # row blocks of 30
+        got = _cupy.adjoint_lowrank(kernel, X, Z, P, Q, ell, np, wrt)
+    want = _reference.adjoint_lowrank(kernel, X, Z, P, Q, ell, np, wrt)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-10 * np.abs(w).max())
+    assert [fn.source for fn in made] == ["adjoint_dot"] * 3

@@ -7,6 +7,7 @@ from nyhopt import ops
 from nyhopt._parallel import pool_phase, sum_ranges
 from nyhopt.ops.cached import CachedKernel
 from nyhopt.ops.gram import gram_matrix
+from nyhopt.ops import gram as gram_mod
 from nyhopt.ops.operator import GRAM_GAIN, KernelOperator, gram_pays
 
 KERNELS = [nh.GaussianKernel([0.7, 1.1, 0.9]), nh.LaplacianKernel(0.8), nh.MaternKernel(1.0, nu=1.5),
@@ -107,3 +108,73 @@ def test_device_cache_budget_counts_the_memory_pool():
     assert nh.get_cache_budget(fake) == 8 * 2**30  # the previous step's cache, freed to the pool, counts
     with nh.cache_budget(5):
         assert nh.get_cache_budget(fake) == 5
+
+
+class _FakeCupy:
+    """Stands for the ``cupy`` module in the GPU choice of the Gram route: a device with ``free`` bytes."""
+
+    __name__ = "cupy"
+
+    def __init__(self, free, pool_free=0):
+        import types
+
+        self.cuda = types.SimpleNamespace(Device=lambda: types.SimpleNamespace(mem_info=(free, 2 * free)))
+        self.get_default_memory_pool = lambda: types.SimpleNamespace(free_bytes=lambda: pool_free)
+
+
+def test_gram_pays_on_a_gpu_follows_the_cost_model():
+    from nyhopt.ops import operator as op_mod
+
+    xp = _FakeCupy(free=80 * 2**30)
+    # HIGGS: m = 5000, k = 21: G costs ~3.5 streaming products.
+    p_star = (op_mod.GPU_EVAL_S + op_mod.GPU_GRAM_S * 5000) / (op_mod.GPU_EVAL_S + op_mod.GPU_PRODUCT_S * 21)
+    assert 3 < p_star < 5
+    assert not gram_pays(5000, 21, 3, xp) and gram_pays(5000, 21, 4, xp) and gram_pays(5000, 21, 28, xp)
+    # the CPU rule is different: m <= 8 k p
+    assert not gram_pays(5000, 21, 4) and gram_pays(5000, 21, 30)
+    # more centers: more products before it pays; fewer columns: more products too
+    assert not gram_pays(50_000, 21, 25, xp) and not gram_pays(5000, 1, 5, xp) and gram_pays(5000, 1, 6, xp)
+
+
+def test_gram_on_a_gpu_needs_room_for_g():
+    from nyhopt.ops import operator as op_mod
+
+    m = 20_000
+    need = op_mod.GPU_GRAM_BYTES * m * m
+    assert not op_mod.gram_fits_device(m, _FakeCupy(free=2 * need - 2))
+    assert op_mod.gram_fits_device(m, _FakeCupy(free=need, pool_free=need))  # CuPy's free blocks count
+    assert not gram_pays(m, 21, 10_000, _FakeCupy(free=need))  # does not fit: stream, whatever the passes
+    assert gram_pays(m, 21, 10_000, _FakeCupy(free=4 * need))
+    assert gram_pays(m, 21, 10_000, _FakeCupy(free=0), free_bytes=2 * need)
+
+
+def test_operator_on_a_gpu_switches_to_g_by_the_cost_model(monkeypatch):
+    """The ski-rental rule with the GPU model: streaming until the passes cost as much as G."""
+    from nyhopt.ops import operator as op_mod
+
+    rng = np.random.default_rng(1)
+    X, Z = rng.normal(size=(300, 2)), rng.normal(size=(5000, 2))[:40]
+    op = KernelOperator(nh.GaussianKernel(1.0), X, Z, cache=False)
+    calls = []
+    monkeypatch.setattr(op_mod, "gram_pays", lambda m, k, p, xp, **kw: calls.append((m, k, p, kw)) or p >= 3)
+    V = rng.normal(size=(40, 2))
+    for _ in range(5):
+        op.normal_matvec(V)
+    kw = {"dtype": np.float64, "held": False}
+    assert calls[:4] == [(40, 2, 0, kw), (40, 2, 1, kw), (40, 2, 2, kw), (40, 2, 3, kw)]
+    assert op.gram is not None and op.passes == 4  # 3 streamed, 1 Gram pass, then G V
+
+
+def test_gram_pays_on_a_gpu_with_float64_products(monkeypatch):
+    """Float64 data, a held kernel or tensor cores off: G costs float64 products (8 times more)."""
+    from nyhopt.ops import operator as op_mod
+
+    xp = _FakeCupy(free=80 * 2**30)
+    assert gram_pays(5000, 21, 4, xp)
+    assert not gram_pays(5000, 21, 4, xp, dtype=np.float64) and gram_pays(5000, 21, 23, xp, dtype=np.float64)
+    # held: a pass is its products alone (no evaluation), G the float64 products of the held matrix
+    p_held = op_mod.GPU_GRAM64_S * 1000 / (op_mod.GPU_PRODUCT_S * 21)
+    assert 10 < p_held < 15
+    assert not gram_pays(1000, 21, 10, xp, held=True) and gram_pays(1000, 21, 20, xp, held=True)
+    monkeypatch.setattr(gram_mod, "TENSOR_CORES", False)
+    assert not gram_pays(5000, 21, 4, xp)

@@ -169,33 +169,15 @@ def test_inputs_are_not_modified(cp, rng):
         assert bool((a == saved[name]).all()), name
 
 
-# ------------------------------------------------- fused streaming products (opt-in)
-# NYHOPT_CUDA_FUSED / _cupy.FUSED_PRODUCTS: K V, K^T U and K^T (K V) without
-# kernel blocks in GPU memory (_cuda/fused_products.cu); d > 64 falls back.
-FUSED_CASES = [
-    (kind, d, mode)
-    for kind in KINDS
-    for d in (1, 3, 28, 64, 100)
-    for mode in (("exact",) if kind == "laplacian" or d > 64 else ("exact", "dot"))
-]
+# ------------------------------------------- kernel blocks from a distance product
+# Gaussian and Matern blocks: one GEMM X Z^T plus nh_kernel_dot (norms, clamp,
+# profile, cast in one pass); the Laplacian: nh_kernel_block (exact differences).
+BLOCK_CASES = [(kind, d) for kind in KINDS for d in (1, 3, 28, 64, 100)]
 
 
-@pytest.fixture
-def fused(monkeypatch):
-    """Turns the fused products on; returns a setter of the mode and the split target."""
-    from nyhopt.ops import _cupy
-
-    def setup(mode, blocks_per_sm=None):
-        monkeypatch.setattr(_cupy, "FUSED_PRODUCTS", mode)
-        if blocks_per_sm is not None:
-            monkeypatch.setattr(_cupy, "_FUSED_BLOCKS_PER_SM", blocks_per_sm)
-
-    return setup
-
-
-def fused_problem(rng, dtype, kind, d, n, m, k, ku):
-    X = rng.uniform(-1.5, 1.5, (n, d)).astype(dtype)
-    Z = rng.uniform(-1.5, 1.5, (m, d)).astype(dtype)
+def block_problem(rng, dtype, kind, d, n, m, k, ku, shift=0.0):
+    X = rng.uniform(-1.5, 1.5, (n, d)).astype(dtype) + dtype(shift)
+    Z = rng.uniform(-1.5, 1.5, (m, d)).astype(dtype) + dtype(shift)
     Z[5] = X[11]
     kernel = nh.make_kernel(kind, np.sqrt(d) * np.linspace(0.8, 1.6, d))  # kernel values of order 0.1 to 1
     V = rng.standard_normal((m, k)).astype(dtype)
@@ -203,41 +185,61 @@ def fused_problem(rng, dtype, kind, d, n, m, k, ku):
     return kernel, X, Z, V, U
 
 
-def check_fused(cp, kernel, X, Z, V, U, dtype):
+def check_products(cp, kernel, X, Z, V, U, dtype):
     Xd, Zd, Vd, Ud = (cp.asarray(a) for a in (X, Z, V, U))
     got = [ops.kmv(kernel, Xd, Zd, Vd), ops.kmtv(kernel, Xd, Zd, Ud),
-           *ops.normal_matvec(kernel, Xd, Zd, Vd, Ud, kv=True)]
+           *ops.normal_matvec(kernel, Xd, Zd, Vd, Ud, kv=True), ops.kernel_matrix(kernel, Xd, Zd) @ Vd]
     X64, Z64, V64, U64 = up(X, Z, V, U)
     K = _reference.kernel_matrix(kernel, X64, Z64, kernel.lengthscale_array(X.shape[1]), np)
-    want = [K @ V64, K.T @ U64, K.T @ (K @ V64), K.T @ U64, K @ V64]
+    want = [K @ V64, K.T @ U64, K.T @ (K @ V64), K.T @ U64, K @ V64, K @ V64]
     for g, w in zip(got, want):
         assert isinstance(g, cp.ndarray) and g.dtype == dtype
         close(g, w, RTOL[dtype])
 
 
-@pytest.mark.parametrize("kind,d,mode", FUSED_CASES)
-def test_fused_products_match_numpy(cp, rng, fused, kind, dtype, d, mode):
-    """n = 2311 rows (37 tiles), m = 139 centers, k in {1, 5, 21, 33} (33: two or three column groups)."""
-    fused(mode)
+@pytest.mark.parametrize("kind,d", BLOCK_CASES)
+def test_block_products_match_numpy(cp, rng, kind, dtype, d):
+    """n = 2311 rows, m = 139 centers, k in {1, 5, 21, 33}."""
     k = {1: 1, 3: 5, 28: 21, 64: 33, 100: 5}[d]
-    check_fused(cp, *fused_problem(rng, dtype, kind, d, n=2311, m=139, k=k, ku=3), dtype)
+    check_products(cp, *block_problem(rng, dtype, kind, d, n=2311, m=139, k=k, ku=3), dtype)
 
 
-@pytest.mark.parametrize("blocks_per_sm", [None, 1], ids=["default", "long-sweeps"])
-@pytest.mark.parametrize("mode", ["exact", "dot"])
-@pytest.mark.parametrize("kind", ["gaussian", "laplacian"])
-def test_fused_products_moderate_size(cp, rng, fused, kind, dtype, mode, blocks_per_sm):
-    """n = 20011, m = 1003, d = 28, k = 21 with 20 more columns of U; one block per SM: sweeps past a flush."""
-    fused(mode, blocks_per_sm)
-    check_fused(cp, *fused_problem(rng, dtype, kind, 28, n=20011, m=1003, k=21, ku=20), dtype)
+@pytest.mark.parametrize("kind", ["gaussian", "laplacian", "matern52"])
+def test_block_products_moderate_size_uncentered(cp, rng, kind, dtype):
+    """n = 20011, m = 1003, d = 28, k = 21 (20 more columns of U); data shifted by 30 (centering)."""
+    check_products(cp, *block_problem(rng, dtype, kind, 28, n=20011, m=1003, k=21, ku=20, shift=30.0), dtype)
 
 
-def test_fused_products_inputs_are_not_modified(cp, rng, fused):
-    fused("dot")
-    kernel, X, Z, V, U = fused_problem(rng, np.float32, "matern32", 5, n=500, m=70, k=3, ku=2)
+def test_block_products_inputs_are_not_modified(cp, rng):
+    kernel, X, Z, V, U = block_problem(rng, np.float32, "matern32", 5, n=500, m=70, k=3, ku=2)
     dev = [cp.asarray(a) for a in (X, Z, V, U)]
     saved = [a.copy() for a in dev]
     ops.normal_matvec(kernel, *dev, kv=True)
     ops.kmtv(kernel, dev[0], dev[1], dev[3])
     for a, b in zip(dev, saved):
         assert bool((a == b).all())
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "matern32"])
+def test_block_products_with_the_coordinate_difference_kernel(cp, rng, kind, dtype, monkeypatch):
+    """``DISTANCE_GEMM = False``: every block from nh_kernel_block, the same products."""
+    from nyhopt.ops import _cupy
+
+    monkeypatch.setattr(_cupy, "DISTANCE_GEMM", False)
+    check_products(cp, *block_problem(rng, dtype, kind, 28, n=2311, m=139, k=21, ku=3), dtype)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "matern32", "matern52"])
+def test_gemm_adjoint_on_the_device(cp, rng, kind, dtype, monkeypatch):
+    """``ADJOINT_GEMM``: the low-rank adjoint from GEMMs and nh_adjoint_dot against the reference."""
+    from nyhopt.ops import _cupy
+
+    monkeypatch.setattr(_cupy, "ADJOINT_GEMM", True)
+    kernel, X, Z, V, U = block_problem(rng, dtype, kind, 28, n=5011, m=301, k=21, ku=21, shift=3.0)
+    ell = kernel.lengthscale_array(28)
+    with nh.memory_budget(2**22):
+        got = ops.adjoint_lowrank(kernel, cp.asarray(X), cp.asarray(Z), cp.asarray(U), cp.asarray(V), wrt=ALL)
+    want = _reference.adjoint_lowrank(kernel, *up(X, Z, U, V), ell, np, ALL)
+    for g, w in zip(got, want):
+        assert isinstance(g, cp.ndarray) and g.dtype == np.float64
+        close(g, w, RTOL[dtype])

@@ -416,7 +416,7 @@ class StochasticProp(Objective):
         gram = self.gram
         if gram == "auto":
             expected = EXPECTED_ITERATIONS if self.last_solve is None else max(self.last_solve.iterations, 1)
-            gram = gram_pays(m, self.n_probes + self.p, expected, xp)
+            gram = gram_pays(m, self.n_probes + self.p, expected, xp, dtype=self.X.dtype, held=cache is not None)
         return cache, gram
 
     def _cpu_engine(self, params):

@@ -2,8 +2,8 @@
 
 The CUDA C kernels live in ``nyhopt/ops/_cuda/*.cu`` as templates on the
 data type ``T`` (float or double), the kernel kind and, for the adjoint, the
-form of the cotangent (for the fused products, the width of the operand
-columns a thread accumulates).  This module is the one place that knows
+form of the cotangent (for the kernel block from a distance product, its
+output: the data dtype or float16 hi/lo parts).  This module is the one place that knows
 
 * which template instantiations (NVRTC *name expressions*) each source needs
   (:data:`SOURCES`, :func:`name_expressions`);
@@ -33,7 +33,7 @@ Examples
 --------
 >>> from nyhopt.ops import _cuda_compile as cc
 >>> sorted(cc.SOURCES)
-['adjoint', 'fused_products', 'kernel_block']
+['adjoint', 'adjoint_dot', 'kernel_block', 'kernel_dot']
 >>> cc.name_expressions("kernel_block", "float32")[:2]
 ['nh_kernel_block<float, 0>', 'nh_kernel_block<float, 1>']
 """
@@ -67,13 +67,15 @@ KINDS = ("gaussian", "laplacian", "matern32", "matern52")
 
 #: For each source file (without ``.cu``): the template of its kernel name,
 #: filled with the C type ``T``, the kind code ``K`` and the form ``L`` (the
-#: cotangent of the adjoint: ``true`` for low rank; the column width ``KC`` of
-#: the fused products), and its forms: one tuple for every dtype, or a tuple
+#: cotangent of the adjoint: ``true`` for low rank; the output ``OUT`` of the
+#: kernel block from a distance product: ``0`` the data dtype, ``1`` float16
+#: hi/lo parts), and its forms: one tuple for every dtype, or a tuple
 #: per dtype (a dict) where a form does not exist for every dtype.
 SOURCES = {
     "kernel_block": ("nh_kernel_block<{T}, {K}>", (None,)),
     "adjoint": ("nh_adjoint<{T}, {K}, {L}>", ("false", "true")),
-    "fused_products": ("nh_fused_products<{T}, {K}, {L}>", {"float32": ("8", "16", "32"), "float64": ("8", "16")}),
+    "kernel_dot": ("nh_kernel_dot<{T}, {K}, {L}>", {"float32": ("0", "1"), "float64": ("0",)}),
+    "adjoint_dot": ("nh_adjoint_dot<{T}, {K}>", (None,)),
 }
 
 #: NVRTC options used at run time and in the compile test.
@@ -142,7 +144,7 @@ def _forms(source: str, dtype) -> tuple:
 
 
 def _form(source: str, dtype, form) -> str | None:
-    """Template text of ``form``: a bool for the adjoint (low rank), an int for the fused products."""
+    """Template text of ``form``: a bool for the adjoint (low rank), the output code of ``kernel_dot``."""
     forms = _forms(source, dtype)
     if forms == (None,):
         return None
@@ -158,8 +160,8 @@ def kernel_name(source: str, dtype, kind: str, form=None, *, lowrank: bool | Non
     """Name expression of one instantiation, e.g. ``'nh_adjoint<double, 1, true>'``.
 
     ``form`` is the adjoint's low-rank flag (also accepted as ``lowrank``),
-    or the column width of the fused products
-    (``nh_fused_products<float, 0, 32>``); other sources take none.
+    or the output code of ``kernel_dot`` (``nh_kernel_dot<float, 0, 1>``);
+    ``kernel_block`` takes none.
     """
     form = lowrank if lowrank is not None else form
     if kind not in KINDS:

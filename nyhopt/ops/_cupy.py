@@ -3,37 +3,22 @@
 Same functions and signatures as :mod:`nyhopt.ops._reference`
 (``op(kernel, X, Z, <operands>, ell, xp, ...)`` with ``xp = cupy``).
 
-* Kernel blocks come from the fused CUDA kernel ``nh_kernel_block``
-  (``_cuda/kernel_block.cu``): one pass computes the scaled squared distance
-  from coordinate differences and applies the profile, instead of a GEMM plus
-  four elementwise passes (and instead of ``d`` passes for the Laplacian,
-  whose cusp needs exact distances).  The products with the operands
-  (``K V``, ``K^T U``, ``K^T (K V)``) are cuBLAS GEMMs on row blocks sized
-  by the memory budget, exactly as in the reference.  For many features
-  (``d > FUSED_BLOCK_MAX_D``) a GEMM computes the distances faster, so the
-  reference path is used as is.
-* Opt-in fused streaming products (``NYHOPT_CUDA_FUSED``, off by default
-  until measured on a GPU): ``K V``, ``K^T U`` and ``K^T (K V)`` run the
-  CUDA kernel ``nh_fused_products`` (``_cuda/fused_products.cu``), which
-  forms 64 x 64 tiles of ``k(X, Z)`` in registers and contracts them with
-  the operand on chip, so no kernel block reaches GPU memory.  ``K^T U`` is
-  the same kernel with rows and centers swapped (``k`` is symmetric), its
-  sum over the rows split across blocks and added in float64;
-  ``normal_matvec`` is two sweeps, ``W = K V`` and then ``K^T [W, U]``
-  (``K`` is computed twice).  Operands wider than 32 columns (16 in
-  float64) take one sweep per group of columns.  The variable is read once,
-  when this module is imported, into :data:`FUSED_PRODUCTS`:
-
-  ===============  ==========================================================
-  unset, ``0``      off: the cuBLAS path above
-  ``1``             fused, distances from coordinate differences (the same
-                    kernel values as ``nh_kernel_block``)
-  ``dot``           fused, ``|x|^2 + |z|^2 - 2 x.z`` (half the distance work;
-                    the Laplacian keeps exact differences)
-  ===============  ==========================================================
-
-  Setting :data:`FUSED_PRODUCTS` (``""``, ``"exact"`` or ``"dot"``) later
-  takes effect at the next call.  Timings: docs/benchmarks.md.
+* Kernel blocks are evaluated in one pass over the block.  For kernels of
+  the squared distance that tolerate its GEMM form (Gaussian, Matern), one
+  cuBLAS GEMM forms ``Xs Zs^T`` (tensor-core friendly, any ``d``) and the
+  fused CUDA kernel ``nh_kernel_dot`` (``_cuda/kernel_dot.cu``) turns it in
+  place into ``phi(|x|^2 + |z|^2 - 2 x.z)`` (norms, clamp, profile and the
+  output cast in one read and one write), instead of a chain of elementwise
+  passes over the ``b x m`` block.  The points are centered first (distances
+  do not change), so the GEMM form loses no more than for centered data.
+  The Laplacian, whose cusp needs exact distances, and the exactly symmetric
+  ``k(X, X)`` use ``nh_kernel_block`` (``_cuda/kernel_block.cu``), which sums
+  coordinate differences (the reference path beyond ``FUSED_BLOCK_MAX_D``
+  features).  The products with the operands (``K V``, ``K^T U``,
+  ``K^T (K V)``) are cuBLAS GEMMs on row blocks sized by the memory budget,
+  exactly as in the reference.  ``nh_kernel_dot`` also writes a block as
+  float16 hi/lo parts for the tensor-core Gram matrix
+  (:mod:`nyhopt.ops.gram16`, :func:`kernel_block_half`).
 * Adjoints run the fused CUDA kernel ``nh_adjoint`` (``_cuda/adjoint.cu``):
   ``W_ij = G_ij phi'(s_ij)`` (``G_ij = P_i . Q_j`` for the low-rank form) is
   reduced on the fly into the center, lengthscale and ``X`` sums, with no
@@ -68,9 +53,10 @@ from . import _reference
 from ._cuda_compile import KINDS, get_function
 
 __all__ = [
+    "ADJOINT_GEMM",
+    "DISTANCE_GEMM",
     "FUSED_BLOCK_MAX_D",
     "FUSED_ADJOINT_MAX_D",
-    "FUSED_PRODUCTS",
     "kernel_matrix",
     "kmv",
     "kmtv",
@@ -91,51 +77,122 @@ _BLOCKS_PER_SM = 8  # adjoint grid: about this many blocks per multiprocessor
 _MAX_GRID_Y = 65535
 
 
-def _fused_setting(value):
-    """``""`` (off), ``"exact"`` or ``"dot"`` from the text of ``NYHOPT_CUDA_FUSED``."""
-    text = value.strip().lower()
-    if text in ("", "0"):
-        return ""
-    if text in ("1", "exact"):
-        return "exact"
-    if text == "dot":
-        return "dot"
-    raise ValueError(f"NYHOPT_CUDA_FUSED must be '0', '1' (or 'exact') or 'dot', got {value!r}")
+def _removed_fused_setting(value):
+    """The fused streaming products were removed: ``NYHOPT_CUDA_FUSED`` other than off is an error."""
+    if value.strip().lower() not in ("", "0"):
+        raise ValueError(
+            f"NYHOPT_CUDA_FUSED={value!r}: the fused streaming products were removed (cuBLAS blocks with "
+            "one fused kernel evaluation are faster, see docs/performance-ops.md); unset the variable")
 
 
-#: Fused streaming products: ``""`` (off, the default), ``"exact"`` or
-#: ``"dot"``; from ``NYHOPT_CUDA_FUSED`` at import (see the module notes).
-FUSED_PRODUCTS = _fused_setting(os.environ.get("NYHOPT_CUDA_FUSED", ""))
-_FUSED_TILE = 64  # points per block and per tile of nh_fused_products (BM = BN)
-_FUSED_WIDTHS = {"float32": (8, 16, 32), "float64": (8, 16)}  # its column widths KC
-_FUSED_BLOCKS_PER_SM = 32  # sums split across blocks: about this many blocks per multiprocessor
+_removed_fused_setting(os.environ.get("NYHOPT_CUDA_FUSED", ""))
 
 
 def _fused(kernel, X, max_d):
     return kernel.kind in KINDS and X.shape[1] <= max_d
 
 
+#: Kernel blocks of the kinds that allow it from a distance GEMM plus ``nh_kernel_dot``
+#: (``False``: every block from the coordinate-difference kernel ``nh_kernel_block``).
+DISTANCE_GEMM = True
+
+
+#: The low-rank adjoint from GEMMs and one fused pass (:mod:`nyhopt.ops._adjoint_gemm`) instead of
+#: ``nh_adjoint``: off until timed on a GPU (``asv_bench/gpu_report.py blocks`` times both).
+ADJOINT_GEMM = False
+
+
+def _uses_dot(kernel):
+    """Whether blocks of ``kernel`` come from a GEMM plus ``nh_kernel_dot`` (see the module notes)."""
+    return DISTANCE_GEMM and kernel.kind in KINDS and not kernel.needs_exact_distances
+
+
 def _scaled_inputs(X, Z, ell, xp):
-    """C-contiguous ``X / ell`` (n, d) and ``(Z / ell)^T`` (d, m) in the data dtype."""
-    Xs = xp.ascontiguousarray(_reference.scaled(X, ell, xp))
-    Zt = xp.ascontiguousarray(_reference.scaled(Z, ell, xp).T)
-    return Xs, Zt
+    """C-contiguous ``X / ell - c`` (n, d) and ``(Z / ell - c)^T`` (d, m), ``c`` the mean scaled center.
+
+    Distances do not depend on ``c``; centering keeps the GEMM form of the
+    squared distance (``nh_kernel_dot``) from cancelling the norms of
+    uncentered data.
+    """
+    Xs, Zs = _reference.scaled(X, ell, xp), _reference.scaled(Z, ell, xp)
+    if Zs.shape[0]:
+        c = Zs.mean(axis=0)
+        Xs, Zs = Xs - c, Zs - c
+    return xp.ascontiguousarray(Xs), xp.ascontiguousarray(Zs.T)
 
 
 def _i32(v):
     return np.int32(v)
 
 
-def _block_into(kernel, Xs_rows, Zt, out):
-    """Fill ``out`` (b, m) with ``k`` between scaled rows ``Xs_rows`` and ``Zt``."""
-    b, d = Xs_rows.shape
-    m = Zt.shape[1]
-    if b == 0:
+def _grid(b, m):
+    return ((m + _BLOCK[0] - 1) // _BLOCK[0], min((b + _BLOCK[1] - 1) // _BLOCK[1], _MAX_GRID_Y))
+
+
+class _Points:
+    """Scaled, centered rows and centers of one call, with the squared norms of the GEMM form."""
+
+    def __init__(self, kernel, X, Z, ell, xp):
+        self.kernel, self.xp, self.X, self.Z, self.ell = kernel, xp, X, Z, ell
+        self.Xs, self.Zt = _scaled_inputs(X, Z, ell, xp)
+        self.dot = _uses_dot(kernel)
+        self.xn = self.zn = None
+        if self.dot:
+            self.xn = (self.Xs * self.Xs).sum(axis=1)
+            self.zn = (self.Zt * self.Zt).sum(axis=0)
+            # An overflowing norm would give inf - inf = NaN: sum differences instead (as the reference).
+            self.dot = bool(xp.isfinite(self.xn.sum() + self.zn.sum()))
+        self.exact = not self.dot and _fused(kernel, X, FUSED_BLOCK_MAX_D)
+
+    def block(self, sl, out):
+        """``k`` of the rows ``sl`` against every center into ``out`` (b, m), in the data dtype."""
+        Xr = self.Xs[sl]
+        b, m = Xr.shape[0], self.Zt.shape[1]
+        if b == 0:
+            return out
+        if self.dot:
+            self.xp.matmul(Xr, self.Zt, out=out)
+            fn = get_function("kernel_dot", Xr.dtype, self.kernel.kind, 0)
+            fn(_grid(b, m), _BLOCK, (out, self.xn[sl], self.zn, out, _i32(b), _i32(m)))
+            return out
+        if self.kernel.kind not in KINDS:  # a kernel without CUDA code: the reference
+            out[...] = _reference.kernel_matrix(self.kernel, self.X[sl], self.Z, self.ell, self.xp)
+            return out
+        fn = get_function("kernel_block", Xr.dtype, self.kernel.kind)
+        fn(_grid(b, m), _BLOCK, (Xr, self.Zt, out, _i32(b), _i32(m), _i32(Xr.shape[1])))
         return out
-    fn = get_function("kernel_block", Xs_rows.dtype, kernel.kind)
-    grid = ((m + _BLOCK[0] - 1) // _BLOCK[0], min((b + _BLOCK[1] - 1) // _BLOCK[1], _MAX_GRID_Y))
-    fn(grid, _BLOCK, (Xs_rows, Zt, out, _i32(b), _i32(m), _i32(d)))
-    return out
+
+    def block_half(self, sl, out, work):
+        """``k`` of the rows ``sl`` as float16 ``[hi | lo]`` parts into ``out`` (b, 2m); see ``kernel_block_half``.
+
+        ``work`` is a float32 (>= b, m) buffer for the distance product.
+        """
+        xp = self.xp
+        Xr = self.Xs[sl]
+        b, m = Xr.shape[0], self.Zt.shape[1]
+        if b == 0:
+            return out
+        g = work[:b]
+        if self.dot:
+            xp.matmul(Xr, self.Zt, out=g)
+            fn = get_function("kernel_dot", Xr.dtype, self.kernel.kind, 1)
+            fn(_grid(b, m), _BLOCK, (g, self.xn[sl], self.zn, out, _i32(b), _i32(m)))
+            return out
+        self.block(sl, g)
+        _split_kernel(xp)(g, out[:, :m], out[:, m:])
+        return out
+
+
+_SPLIT = {}
+
+
+def _split_kernel(xp):
+    """One elementwise pass ``k -> (fl16(k), fl16(2048 (k - fl16(k))))`` (the exact-distance kernels)."""
+    if "k" not in _SPLIT:
+        _SPLIT["k"] = xp.ElementwiseKernel(
+            "float32 k", "float16 hi, float16 lo",
+            "hi = (float16)k; lo = (float16)((k - (float)hi) * 2048.0f)", "nh_split_half")
+    return _SPLIT["k"]
 
 
 def _blocks(n, m, itemsize, per_row):
@@ -144,160 +201,72 @@ def _blocks(n, m, itemsize, per_row):
         yield slice(start, min(start + b, n)), b
 
 
-# ------------------------------------------------------ fused streaming products
-def _streaming(kernel, X):
-    return bool(FUSED_PRODUCTS) and _fused(kernel, X, FUSED_BLOCK_MAX_D)
+def kernel_block_half(kernel, X, Z, ell, xp):
+    """A :class:`_Points` of ``X``, ``Z`` for :mod:`nyhopt.ops.gram16` (``.block_half`` per row range).
 
-
-def _scaled_rows(X, Z, ell, xp):
-    """C-contiguous ``X / ell`` (n, d) and ``Z / ell`` (m, d) in the data dtype."""
-    return (xp.ascontiguousarray(_reference.scaled(X, ell, xp)), xp.ascontiguousarray(_reference.scaled(Z, ell, xp)))
-
-
-def _norms(kernel, *points):
-    """Squared norms of each array of scaled points for the ``dot`` distances, else ``None``."""
-    if FUSED_PRODUCTS != "dot" or kernel.needs_exact_distances:
-        return None
-    return tuple((P * P).sum(axis=1) for P in points)
-
-
-def _column_groups(k, dtype):
-    """``(c0, kc, KC)`` per sweep: ``k`` columns in balanced groups of at most the widest ``KC``."""
-    widths = _FUSED_WIDTHS[np.dtype(dtype).name]
-    groups = -(-k // widths[-1])
-    size = -(-k // groups)
-    for c0 in range(0, k, size):
-        kc = min(size, k - c0)
-        yield c0, kc, next(w for w in widths if w >= kc)
-
-
-def _contract(kernel, A, B, V, xp, norms=None, out=None):
-    """``out[a, :k] = sum_b k(A_a, B_b) V[b, :]`` with the fused kernel, in the dtype of ``A``.
-
-    Parameters
-    ----------
-    A, B : arrays (na, d), (nb, d)
-        Scaled points, C-contiguous: the rows of the result, and the points
-        summed over (``kmv``: ``A = X / ell``, ``B = Z / ell``; ``kmtv``:
-        swapped, since :math:`k(x, z) = k(z, x)`).
-    V : array (nb, k), C-contiguous
-    norms : (array (na,), array (nb,)) or None
-        Squared norms of ``A`` and ``B`` rows for the ``dot`` distances.
-    out : array (na, >= k), C-contiguous, optional
-        Receives the result in its first ``k`` columns.
-
-    Returns
-    -------
-    out : array (na, k) (or the given ``out``)
-
-    Notes
-    -----
-    A block owns 64 points of ``A``; when there are too few of them to fill
-    the device, the points of ``B`` are split in ``gy`` ranges and the blocks
-    add their float64 sums atomically (then one cast to the data dtype).
+    Used with float32 data only; the reference path (``d > FUSED_BLOCK_MAX_D``
+    for the Laplacian) evaluates float32 blocks and splits them.
     """
-    na, d = A.shape
-    nb, k = V.shape
-    out = xp.empty((na, k), dtype=A.dtype) if out is None else out
-    if na == 0 or k == 0:
-        return out
-    if nb == 0:
-        out[:, :k] = 0
-        return out
-    gx = -(-na // _FUSED_TILE)
-    tiles = -(-nb // _FUSED_TILE)
-    gy = min(tiles, _MAX_GRID_Y, max(1, -(-_FUSED_BLOCKS_PER_SM * _multiprocessors(xp) // gx)))
-    per = -(-tiles // gy)
-    gy = -(-tiles // per)
-    accumulate = gy > 1
-    out64 = xp.zeros((na, k), dtype=xp.float64) if accumulate else xp.empty(1, dtype=xp.float64)
-    An2, Bn2 = (A, B) if norms is None else norms  # unused without dot: any valid pointers
-    ints = (na, nb, d, k)
-    for c0, kc, width in _column_groups(k, A.dtype):
-        fn = get_function("fused_products", A.dtype, kernel.kind, width)
-        args = (A, B, V, An2, Bn2, *map(_i32, ints + (c0, kc, per * _FUSED_TILE, norms is not None, accumulate)),
-                out, out64, _i32(k if accumulate else out.shape[1]))
-        fn((gx, gy), _BLOCK, args)
-    if accumulate:
-        out[:, :k] = out64
-    return out
-
-
-def _fused_normal_matvec(kernel, X, Z, V, ell, xp, U, kv):
-    """``normal_matvec`` in two fused sweeps: ``W = K V`` into ``[W, U]``, then ``K^T [W, U]``."""
-    Xs, Zs = _scaled_rows(X, Z, ell, xp)
-    k = V.shape[1]
-    WU = xp.empty((X.shape[0], k + (0 if U is None else U.shape[1])), dtype=X.dtype)
-    norms = _norms(kernel, Xs, Zs)
-    _contract(kernel, Xs, Zs, xp.ascontiguousarray(V), xp, norms=norms, out=WU)
-    if U is not None:
-        WU[:, k:] = U
-    KtWU = _contract(kernel, Zs, Xs, WU, xp, norms=None if norms is None else norms[::-1])
-    KtKV = xp.ascontiguousarray(KtWU[:, :k])
-    KtU = None if U is None else xp.ascontiguousarray(KtWU[:, k:])
-    if not kv:
-        return KtKV, KtU
-    return KtKV, KtU, (WU if U is None else xp.ascontiguousarray(WU[:, :k]))
+    return _Points(kernel, X, Z, ell, xp)
 
 
 def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False):
     """Dense ``k(X, Z)`` (n, m) in the dtype of ``X``.
 
-    The fused kernel computes distances from coordinate differences, so
-    ``k(X, X)`` is exactly symmetric with a unit diagonal.
+    With ``symmetric`` the exact-difference kernel runs on the same rounded
+    numbers on both sides, so ``k(X, X)`` is exactly symmetric with a unit
+    diagonal.
     """
-    if not _fused(kernel, X, FUSED_BLOCK_MAX_D):
-        return _reference.kernel_matrix(kernel, X, Z, ell, xp, symmetric=symmetric)
-    Xs, Zt = _scaled_inputs(X, Z, ell, xp)
     if symmetric:
-        Zt = xp.ascontiguousarray(Xs.T)  # the same rounded numbers on both sides
-    out = xp.empty((X.shape[0], Zt.shape[1]), dtype=X.dtype)
-    return _block_into(kernel, Xs, Zt, out)
+        if not _fused(kernel, X, FUSED_BLOCK_MAX_D):
+            return _reference.kernel_matrix(kernel, X, Z, ell, xp, symmetric=True)
+        Xs, _ = _scaled_inputs(X, X, ell, xp)
+        Zt = xp.ascontiguousarray(Xs.T)
+        out = xp.empty((X.shape[0], X.shape[0]), dtype=X.dtype)
+        n = X.shape[0]
+        if n:
+            fn = get_function("kernel_block", X.dtype, kernel.kind)
+            fn(_grid(n, n), _BLOCK, (Xs, Zt, out, _i32(n), _i32(n), _i32(X.shape[1])))
+        return out
+    pts = _Points(kernel, X, Z, ell, xp)
+    if not (pts.dot or pts.exact):
+        return _reference.kernel_matrix(kernel, X, Z, ell, xp)
+    return pts.block(slice(0, X.shape[0]), xp.empty((X.shape[0], Z.shape[0]), dtype=X.dtype))
 
 
 def kmv(kernel, X, Z, V, ell, xp):
     """``k(X, Z) @ V`` for V (m, k); result (n, k)."""
-    if not _fused(kernel, X, FUSED_BLOCK_MAX_D):
+    pts = _Points(kernel, X, Z, ell, xp)
+    if not (pts.dot or pts.exact):
         return _reference.kmv(kernel, X, Z, V, ell, xp)
-    if _streaming(kernel, X):
-        Xs, Zs = _scaled_rows(X, Z, ell, xp)
-        return _contract(kernel, Xs, Zs, xp.ascontiguousarray(V), xp, norms=_norms(kernel, Xs, Zs))
-    Xs, Zt = _scaled_inputs(X, Z, ell, xp)
     n, m = X.shape[0], Z.shape[0]
     out = xp.empty((n, V.shape[1]), dtype=X.dtype)
     buf = None
     for sl, b in _blocks(n, m, X.dtype.itemsize, V.shape[1]):
         buf = xp.empty((b, m), dtype=X.dtype) if buf is None else buf
-        Kb = _block_into(kernel, Xs[sl], Zt, buf[: sl.stop - sl.start])
-        out[sl] = Kb @ V
+        out[sl] = pts.block(sl, buf[: sl.stop - sl.start]) @ V
     return out
 
 
 def kmtv(kernel, X, Z, U, ell, xp):
     """``k(X, Z).T @ U`` for U (n, k); result (m, k)."""
-    if not _fused(kernel, X, FUSED_BLOCK_MAX_D):
+    pts = _Points(kernel, X, Z, ell, xp)
+    if not (pts.dot or pts.exact):
         return _reference.kmtv(kernel, X, Z, U, ell, xp)
-    if _streaming(kernel, X):
-        Xs, Zs = _scaled_rows(X, Z, ell, xp)
-        return _contract(kernel, Zs, Xs, xp.ascontiguousarray(U), xp, norms=_norms(kernel, Zs, Xs))
-    Xs, Zt = _scaled_inputs(X, Z, ell, xp)
     n, m = X.shape[0], Z.shape[0]
     out = xp.zeros((m, U.shape[1]), dtype=xp.float64)  # sums across blocks in float64, as the CPU paths
     buf = None
     for sl, b in _blocks(n, m, X.dtype.itemsize, U.shape[1]):
         buf = xp.empty((b, m), dtype=X.dtype) if buf is None else buf
-        Kb = _block_into(kernel, Xs[sl], Zt, buf[: sl.stop - sl.start])
-        out += Kb.T @ U[sl]
+        out += pts.block(sl, buf[: sl.stop - sl.start]).T @ U[sl]
     return out.astype(X.dtype, copy=False)
 
 
 def normal_matvec(kernel, X, Z, V, ell, xp, U=None, kv=False):
     """``(K^T K V, K^T U or None)`` in one pass over ``X``; both (m, k) (and ``K V`` (n, k) with ``kv``)."""
-    if not _fused(kernel, X, FUSED_BLOCK_MAX_D):
+    pts = _Points(kernel, X, Z, ell, xp)
+    if not (pts.dot or pts.exact):
         return _reference.normal_matvec(kernel, X, Z, V, ell, xp, U=U, kv=kv)
-    if _streaming(kernel, X):
-        return _fused_normal_matvec(kernel, X, Z, V, ell, xp, U, kv)
-    Xs, Zt = _scaled_inputs(X, Z, ell, xp)
     n, m = X.shape[0], Z.shape[0]
     out = xp.zeros((m, V.shape[1]), dtype=xp.float64)  # sums across blocks in float64, as the CPU paths
     outu = None if U is None else xp.zeros((m, U.shape[1]), dtype=xp.float64)
@@ -306,7 +275,7 @@ def normal_matvec(kernel, X, Z, V, ell, xp, U=None, kv=False):
     buf = None
     for sl, b in _blocks(n, m, X.dtype.itemsize, per_row):
         buf = xp.empty((b, m), dtype=X.dtype) if buf is None else buf
-        Kb = _block_into(kernel, Xs[sl], Zt, buf[: sl.stop - sl.start])
+        Kb = pts.block(sl, buf[: sl.stop - sl.start])
         KbV = Kb @ V
         if kv:
             KV[sl] = KbV
@@ -352,7 +321,12 @@ def _adjoint(kernel, X, Z, ell, xp, wanted, C, Qt, lowrank):
     grid = (grid_x, _grid_y(n, grid_x, xp))
     args = (Xs, Zt, C, Qt, _i32(n), _i32(m), _i32(d), _i32(r), _i32(wanted), gz, ge, gx)
     fn(grid, _BLOCK, args, shared_mem=33 * d * 8)
+    return _finish_adjoint(gz, ge, gx, ell, wanted, xp)
 
+
+def _finish_adjoint(gz, ge, gx, ell, wanted, xp):
+    """:class:`KernelGrad` from the raw sums of ``nh_adjoint`` (``gz`` (d, m), ``ge`` (d,), ``gx`` (n, d))."""
+    f64 = xp.float64
     ell_dev = xp.asarray(ell, dtype=f64)
     g_ell = g_z = g_x = None
     if wanted & 2:
@@ -376,8 +350,18 @@ def adjoint_dense(kernel, X, Z, G, ell, xp, wrt=("lengthscale", "centers")):
 
 
 def adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=("lengthscale", "centers")):
-    """Gradients of ``<P Q^T, k(X, Z)>``; ``P`` (n, k), ``Q`` (m, k); float64."""
+    """Gradients of ``<P Q^T, k(X, Z)>``; ``P`` (n, k), ``Q`` (m, k); float64.
+
+    With :data:`ADJOINT_GEMM` (kinds of the distance GEMM) the sums come from
+    GEMMs and one fused pass (:mod:`nyhopt.ops._adjoint_gemm`), else from ``nh_adjoint``.
+    """
     wanted = _wanted(wrt)
+    if ADJOINT_GEMM and _uses_dot(kernel):
+        from ._adjoint_gemm import lowrank_sums
+
+        Xs, Zt = _scaled_inputs(X, Z, ell, xp)
+        sums = lowrank_sums(kernel, Xs, Zt, xp.ascontiguousarray(P), xp.ascontiguousarray(Q), wanted, xp)
+        return _finish_adjoint(*sums, ell, wanted, xp)
     if not _fused(kernel, X, FUSED_ADJOINT_MAX_D):
         return _reference.adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=wrt)
     P = xp.ascontiguousarray(P)

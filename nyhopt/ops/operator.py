@@ -20,8 +20,17 @@ With ``gram="auto"`` the operator streams (or uses the cache) until the
 normal products done so far have cost that much, then forms :math:`G` (the
 "ski-rental" rule: never more than twice the cost of the better route in
 hindsight); a caller that expects many iterations forms it at once with
-:meth:`KernelOperator.form_gram`.  On a GPU the Gram route is used only when
-asked for (``gram=True``): its break-even there is not measured yet.
+:meth:`KernelOperator.form_gram`.
+
+On a GPU the break-even comes from a cost model of the measured pieces
+(:func:`gram_pays`; docs/solvers.md, "The Gram matrix on a GPU"): forming
+:math:`G` (float32 data: float16 parts on tensor cores, :mod:`nyhopt.ops.gram16`)
+costs one kernel evaluation plus about ``GPU_GRAM_S * n m^2`` seconds, a
+streaming normal product one kernel evaluation plus its skinny products.
+At the HIGGS size (n = 1e7, m = 5000, k = 21, one H200) that is about 2.4 s
+against 0.6 s: :math:`G` pays from the fourth product.  The streaming route
+stays when :math:`G` and its work space (:data:`GPU_GRAM_BYTES` bytes per
+``m^2``) do not fit in half the device's free memory.
 
 :attr:`KernelOperator.passes` counts the sweeps over the ``n x m`` kernel:
 each kernel evaluation (the cache, the Gram pass, a streaming product) and
@@ -49,9 +58,11 @@ from .._threads import cpu_threads
 from ..backend import get_namespace, is_cupy_namespace
 from . import kmtv, kmv, normal_matvec
 from .cached import CachedKernel, cache_storage
+from . import gram as _gram
 from .gram import gram_matrix
 
-__all__ = ["KernelOperator", "GRAM_GAIN", "gram_pays"]
+__all__ = ["KernelOperator", "GRAM_GAIN", "gram_pays", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S",
+           "GPU_GRAM64_S", "GPU_PRODUCT_S", "GPU_GRAM_BYTES"]
 
 #: Ratio of the machine's speed on the Gram matrix's rank updates to its speed on the
 #: skinny products of a streaming normal product, times 4 (their flop ratio):
@@ -60,12 +71,58 @@ __all__ = ["KernelOperator", "GRAM_GAIN", "gram_pays"]
 GRAM_GAIN = 8.0
 
 
-def gram_pays(m, k, products, xp=np) -> bool:
-    """Whether forming :math:`K^T K` beats ``products`` normal products with ``k`` columns.
+# GPU cost model of the two routes, seconds per unit of work (one H200, float32 data, d = 28;
+# measured pieces, docs/solvers.md "The Gram matrix on a GPU"):
+#: Kernel evaluation per entry of ``K``: a distance GEMM plus one fused pass (0.40 s for n m = 5e10).
+GPU_EVAL_S = 8.0e-12
+#: The Gram matrix per :math:`n m^2`: two float16 tensor-core products (0.73 s each for
+#: n m^2 = 2.5e14), plus the float32 block sums (``2m x m`` read and written per 2048 rows and
+#: added into float64 every 8 blocks at about 4.8 TB/s: an estimate of 0.5 s).
+GPU_GRAM_S = 8.0e-15
+#: The Gram matrix per :math:`n m^2` in float64 products (float64 data, a held kernel, or
+#: ``nyhopt.ops.gram.TENSOR_CORES`` off): 13.6 s for n m^2 = 2.5e14 (convert + DGEMM).
+GPU_GRAM64_S = 5.4e-14
+#: Skinny products of a streaming normal product per :math:`n m k` (0.22 s for k = 21 at n m = 5e10).
+GPU_PRODUCT_S = 2.1e-13
+#: Bytes per :math:`m^2` the GPU Gram route holds at once: float64 ``G``, its two float64 parts
+#: and their float32 sums, and the ``m x m`` matrices of the solve.
+GPU_GRAM_BYTES = 64
 
-    Only on the CPU (the GPU's break-even is not measured yet).
+
+def _device_free_bytes(xp):
+    """Free memory of the current device, counting blocks free in CuPy's pool."""
+    return int(xp.cuda.Device().mem_info[0] + xp.get_default_memory_pool().free_bytes())
+
+
+def gram_fits_device(m, xp, free_bytes=None) -> bool:
+    """Whether the GPU Gram route (:data:`GPU_GRAM_BYTES` per ``m^2``) fits in half the free device memory."""
+    free = _device_free_bytes(xp) if free_bytes is None else free_bytes
+    return GPU_GRAM_BYTES * m * m <= free // 2
+
+
+def gram_pays(m, k, products, xp=np, *, dtype=np.float32, held=False, free_bytes=None) -> bool:
+    r"""Whether forming :math:`K^T K` beats ``products`` normal products with ``k`` columns.
+
+    CPU: ``m <= GRAM_GAIN * k * products`` (measured constant).  GPU: the
+    cost model of the module notes, per :math:`n m`,
+
+    .. math::  p\,(e + c\,k) \ge e + a\,m,
+
+    with :math:`e` = :data:`GPU_EVAL_S` (0 when the kernel is ``held``: no
+    evaluation on either side), :math:`c` = :data:`GPU_PRODUCT_S`, and
+    :math:`a` = :data:`GPU_GRAM_S` for float32 data on tensor cores, else
+    :data:`GPU_GRAM64_S` (float64 data, a held kernel, or tensor cores off);
+    and only when :func:`gram_fits_device` (``free_bytes``: the device's free
+    memory, read from CuPy when None).
     """
-    return not is_cupy_namespace(xp) and m <= GRAM_GAIN * k * products
+    if not is_cupy_namespace(xp):
+        return m <= GRAM_GAIN * k * products
+    if not gram_fits_device(m, xp, free_bytes):
+        return False
+    tensor_cores = _gram.TENSOR_CORES and np.dtype(dtype) == np.float32 and not held
+    a = GPU_GRAM_S if tensor_cores else GPU_GRAM64_S
+    e = 0.0 if held else GPU_EVAL_S
+    return products * (e + GPU_PRODUCT_S * k) >= e + a * m
 
 
 def _check_policy(value, name):
@@ -94,8 +151,9 @@ class KernelOperator:
         a :class:`~nyhopt.ops.cached.CachedKernel` of these ``X``, ``Z``.
     gram : {"auto", True, False}, default "auto"
         Use :math:`K^T K` for the normal products: ``True`` from the first
-        one, ``"auto"`` once streaming has cost as much as forming it (CPU
-        only), ``False`` never.
+        one, ``"auto"`` once streaming has cost as much as forming it
+        (:func:`gram_pays`: a measured constant on the CPU, a cost model on a
+        GPU), ``False`` never.
 
     Attributes
     ----------
@@ -157,7 +215,7 @@ class KernelOperator:
             return False
         if self.gram_policy is True:
             return True
-        return gram_pays(self.Z.shape[0], k, self._streamed, self.xp)
+        return gram_pays(self.Z.shape[0], k, self._streamed, self.xp, dtype=self.X.dtype, held=self.cache is not None)
 
     def kmv(self, V):
         """:math:`K V`, (n, k) in the data dtype."""

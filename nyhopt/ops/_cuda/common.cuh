@@ -72,6 +72,34 @@ __device__ __forceinline__ T sqdist(const T* __restrict__ Xs, const T* __restric
     return s;
 }
 
+// float16 as its 16 bits (round to nearest even), and back.  The device uses
+// the PTX conversions (no cuda_fp16.h, so NVRTC needs no include path); the
+// host emulation of the tests uses the compiler's _Float16.
+__device__ __forceinline__ unsigned short half_bits(float x) {
+#ifdef __CUDA_ARCH__
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    return h;
+#else
+    _Float16 h = (_Float16)x;
+    unsigned short bits;
+    memcpy(&bits, &h, 2);
+    return bits;
+#endif
+}
+
+__device__ __forceinline__ float half_value(unsigned short bits) {
+#ifdef __CUDA_ARCH__
+    float x;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(x) : "h"(bits));
+    return x;
+#else
+    _Float16 h;
+    memcpy(&h, &bits, 2);
+    return (float)h;
+#endif
+}
+
 // Sum of v over the 32 lanes of a warp (every lane gets the result).
 __device__ __forceinline__ double warp_sum(double v) {
     for (int offset = 16; offset > 0; offset >>= 1) {

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The device check of the GPU Gram route in one call of under 9 minutes (the device tool allows 10
+# per command): the first call of a fresh process with an empty and a warm CUDA compile cache,
+# the pieces (kernel-block passes, the Gram matrix on tensor cores against float64 with a sweep
+# of its block length), the HIGGS tuning run with default settings checked against the
+# float64-Gram route at the same parameters and on held-out rows, the exact case beside GPyTorch,
+# and the `gpu` tests. Every stage has its own time limit and writes to OUTDIR (default $OUT);
+# a stage that fails or runs out of time leaves the others running.
+# Usage, from the repository root:  bash asv_bench/gpu_issue20.sh [OUTDIR] [--tiny]
+#   --tiny: toy sizes (checks the script itself; without a GPU the GPU-only stages say so).
+set -u
+tiny=""
+for a in "$@"; do [ "$a" = "--tiny" ] && tiny="--tiny"; done
+set -- $(for a in "$@"; do [ "$a" != "--tiny" ] && echo "$a"; done)
+source "$(dirname "$0")/_gpu_env.sh" "$@"
+export OUT="$out"
+stage() {  # stage NAME SECONDS COMMAND...: run with a time limit, output to $out/NAME.txt
+  local name=$1 limit=$2
+  shift 2
+  local t0=$(date +%s)
+  timeout "$limit" "$@" > "$out/$name.txt" 2>&1
+  local rc=$?
+  echo "stage $name: rc=$rc, $(( $(date +%s) - t0 )) s (limit $limit s)" | tee -a "$out/stages.txt"
+  tail -n 30 "$out/$name.txt"
+}
+if [ -z "$tiny" ]; then
+  export CUPY_CACHE_DIR=/tmp/nyhopt-cupy-cache-first-call
+  rm -rf "$CUPY_CACHE_DIR"
+  for pass in cold warm; do
+    t0=$(date +%s.%N)
+    timeout $([ $pass = cold ] && echo 35 || echo 20) python3 -m nyhopt demo --device gpu --epochs 5 --quiet >/dev/null 2>&1
+    rc=$?
+    echo "first call in a fresh process (demo --device gpu, 5 epochs), $pass compile cache: rc=$rc $(python3 -c "import sys, time; print(round(time.time() - float(sys.argv[1]), 1))" "$t0") s wall (target <= 8 s cold)" | tee -a "$out/first_call.txt"
+  done
+  unset CUPY_CACHE_DIR
+fi
+stage blocks 45 python3 asv_bench/gpu_report.py blocks $tiny
+stage gram 75 python3 asv_bench/gpu_report.py gram $tiny
+stage higgs 175 python3 asv_bench/gpu_report.py higgs 75 $tiny
+if [ -z "$tiny" ]; then
+  stage exact28 45 python3 asv_bench/gpu_report.py exact28
+  stage gpu_tests 130 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:randomly -rfE --timeout=100
+fi

@@ -1,0 +1,315 @@
+"""The tensor-core Gram matrix (:mod:`nyhopt.ops.gram16`) against float64.
+
+On the host the route runs with NumPy (float16 parts, float32 products with
+IEEE sums per row block, float64 across blocks): the emulation of its
+numerics.  A model of the tensor cores' accumulation (sums of 16 products
+truncated to float32 at each step, the behaviour the GPU measurements point
+to) shows why the products run over short row blocks.  The ``gpu`` tests
+repeat the comparison on a device.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nyhopt as nh
+from nyhopt.ops import _reference, gram as gram_mod
+from nyhopt.ops.gram16 import BLOCK_ROWS, FOLD, gram_matrix16, split_block
+
+KINDS = ["gaussian", "laplacian", "matern32", "matern52"]
+
+
+def problem(kind, d, n=2345, m=77, k=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.5, 1.5, (n, d)).astype(np.float32)
+    Z = X[rng.permutation(n)[:m]].copy()
+    U = rng.standard_normal((n, k)).astype(np.float32)
+    kernel = nh.make_kernel(kind, np.sqrt(d) * np.linspace(0.8, 1.6, d))
+    return kernel, X, Z, U
+
+
+def reference(kernel, X, Z, U):
+    """``K^T K`` and ``K^T U`` in float64 from the float32 kernel values (what the route holds to 2^-22)."""
+    ell = kernel.lengthscale_array(X.shape[1])
+    K = _reference.kernel_matrix(kernel, X, Z, ell, np).astype(np.float64)
+    return K.T @ K, K.T @ U.astype(np.float64)
+
+
+def rel(a, b):
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+@pytest.mark.parametrize("d", [1, 3, 28, 64])
+@pytest.mark.parametrize("kind", KINDS)
+def test_emulated_route_is_as_accurate_as_float32(kind, d):
+    """n = 2345, m = 77: neither a multiple of the block (300) nor of the fold (3)."""
+    kernel, X, Z, U = problem(kind, d)
+    G64, KU64 = reference(kernel, X, Z, U)
+    G, KtU = gram_matrix16(kernel, X, Z, U, block=300, fold=3)
+    assert G.dtype == np.float64 and KtU.dtype == np.float64 and KtU.shape == (77, 3)
+    np.testing.assert_array_equal(G, G.T)
+    assert rel(G, G64) < 1e-6
+    assert rel(KtU, KU64) < 2e-6
+    G1, Ku1 = gram_matrix16(kernel, X, Z, U[:, 0], block=300, fold=3)
+    assert Ku1.shape == (77,)
+    np.testing.assert_allclose(Ku1, KtU[:, 0], rtol=1e-12, atol=0)
+
+
+def test_the_split_removes_the_rounding_to_16_bits():
+    """One float16 part rounds K: its diagonal gains sum(delta^2) > 0, the split does not."""
+    kernel, X, Z, U = problem("gaussian", 3, n=6000, m=40)
+    G64, _ = reference(kernel, X, Z, U)
+    G1, _ = gram_matrix16(kernel, X, Z, block=500, split=False)
+    G2, _ = gram_matrix16(kernel, X, Z, block=500)
+    assert rel(G1, G64) > 30 * rel(G2, G64)
+    ell = kernel.lengthscale_array(3)
+    K = _reference.kernel_matrix(kernel, X, Z, ell, np).astype(np.float64)
+    delta = K.astype(np.float16).astype(np.float64) - K
+    bias = (delta * delta).sum(0)  # the diagonal bias of the rounded matrix
+    assert np.all(bias > 0)
+    np.testing.assert_allclose(np.diag(G1 - G64), 2 * (K * delta).sum(0) + bias, rtol=1e-3,
+                               atol=1e-5 * np.abs(np.diag(G64)).max())
+
+
+def test_fold_and_block_do_not_change_the_sums_beyond_float32():
+    kernel, X, Z, U = problem("matern52", 5, n=3001, m=60)
+    ref, refu = gram_matrix16(kernel, X, Z, U, block=3001, fold=1)
+    for block, fold in [(1, 1), (64, 7), (1000, 2), (BLOCK_ROWS, FOLD)]:
+        G, KtU = gram_matrix16(kernel, X, Z, U, block=block, fold=fold)
+        assert rel(G, ref) < 1e-6 and rel(KtU, refu) < 1e-6
+
+
+def test_arguments_are_checked_and_inputs_kept():
+    kernel, X, Z, U = problem("gaussian", 2, n=100, m=10)
+    with pytest.raises(TypeError, match="float32"):
+        gram_matrix16(kernel, X.astype(np.float64), Z)
+    with pytest.raises(ValueError, match="block and fold"):
+        gram_matrix16(kernel, X, Z, block=0)
+    with pytest.raises(ValueError, match="U must have"):
+        gram_matrix16(kernel, X, Z, U[:50])
+    saved = [a.copy() for a in (X, Z, U)]
+    gram_matrix16(kernel, X, Z, U)
+    for a, b in zip((X, Z, U), saved):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_split_block_parts():
+    K = np.array([[1.0, 0.5, 1e-3, 1e-9], [0.1, 0.7, 0.3333, 0.0]], dtype=np.float32)
+    HL = split_block(K, np)
+    assert HL.dtype == np.float16 and HL.shape == (2, 8)
+    back = HL[:, :4].astype(np.float64) + HL[:, 4:].astype(np.float64) / 2048
+    np.testing.assert_allclose(back, K, rtol=2.0**-21, atol=2.0**-35)  # float16 subnormals: absolute 2^-25 / 2048
+    np.testing.assert_array_equal(split_block(K, np, split=False), K.astype(np.float16))
+
+
+# -------------------------------------------------- a model of the tensor cores
+def _truncate32(s):
+    """Round float64 ``s`` to float32 toward zero."""
+    f = s.astype(np.float32)
+    over = np.abs(f.astype(np.float64)) > np.abs(s)
+    f[over] = np.nextafter(f[over], np.float32(0))
+    return f
+
+
+def tensor_core_matmul(A, B, C, beta, xp, k_step=16):
+    """``C = A^T B + beta C``: each step adds 16 exact products to a float32 accumulator, truncated.
+
+    The epilogue ``+ beta C`` rounds to nearest (IEEE float32), as cuBLAS's does.
+    """
+    acc = np.zeros((A.shape[1], B.shape[1]), dtype=np.float32)
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    for lo in range(0, A.shape[0], k_step):
+        acc = _truncate32(acc.astype(np.float64) + A64[lo:lo + k_step].T @ B64[lo:lo + k_step])
+    C[...] = acc + (C if beta else np.float32(0))
+    return C
+
+
+def test_truncated_accumulation_grows_with_the_block_length():
+    """Why short blocks: one long sum loses ~n/16 truncations; blocks of 64 rows stay below 1e-6."""
+    kernel, X, Z, U = problem("gaussian", 28, n=8192, m=24)
+    G64, KU64 = reference(kernel, X, Z, U)
+    errors = {}
+    for block in (64, 512, 8192):
+        G, KtU = gram_matrix16(kernel, X, Z, U, block=block, fold=4, matmul=tensor_core_matmul)
+        errors[block] = rel(G, G64)
+    assert errors[64] < 1e-6 < errors[8192]
+    assert errors[64] < errors[512] < errors[8192]
+    assert 4 < errors[8192] / errors[512] < 40  # about linear in the length (8192 / 512 = 16)
+
+
+def test_gram_matrix_dispatches_float32_on_a_gpu(monkeypatch):
+    """``gram_matrix`` takes the tensor-core route for float32 CuPy data (here: NumPy standing in)."""
+    kernel, X, Z, U = problem("gaussian", 3, n=500, m=20)
+    calls = []
+    import nyhopt.ops.gram16 as g16
+
+    real = g16.gram_matrix16
+    monkeypatch.setattr(g16, "gram_matrix16", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(gram_mod, "is_cupy_namespace", lambda xp: True)
+    G, KtU = gram_mod.gram_matrix(kernel, X, Z, U)
+    assert calls == [1]
+    monkeypatch.setattr(gram_mod, "TENSOR_CORES", False)
+    gram_mod.gram_matrix(kernel, X, Z, U)
+    gram_mod.gram_matrix(kernel, X.astype(np.float64), Z.astype(np.float64), U)
+    assert calls == [1]
+
+
+# ----------------------------------------------------------------- on a device
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [1, 3, 28, 64])
+@pytest.mark.parametrize("kind", KINDS)
+def test_tensor_core_gram_on_gpu(kind, d):
+    """n = 5011, m = 301: the default route against float64.
+
+    The bound leaves room for the hardware's truncated sums: about 6.4e-9 per row of a block
+    measured on an H200, 1.3e-5 at the default 2048 rows.
+    """
+    cp = pytest.importorskip("cupy")
+    kernel, X, Z, U = problem(kind, d, n=5011, m=301, k=5)
+    G, KtU = gram_mod.gram_matrix(kernel, cp.asarray(X), cp.asarray(Z), cp.asarray(U))
+    G64, KU64 = reference(kernel, X, Z, U)
+    G, KtU = cp.asnumpy(G), cp.asnumpy(KtU)
+    np.testing.assert_array_equal(G, G.T)
+    assert rel(G, G64) < 4e-5 and rel(KtU, KU64) < 4e-5
+
+
+@pytest.mark.gpu
+def test_tensor_core_gram_short_blocks_on_gpu():
+    """Shorter blocks are at least as accurate: 128 rows within 5e-6."""
+    cp = pytest.importorskip("cupy")
+    kernel, X, Z, U = problem("gaussian", 28, n=40_003, m=500)
+    G64, _ = reference(kernel, X, Z, U)
+    G, _ = gram_matrix16(kernel, cp.asarray(X), cp.asarray(Z), block=128, fold=8)
+    assert rel(cp.asnumpy(G), G64) < 5e-6
+
+
+# ------------------------------------------- the cuBLAS call, against a host model
+class _HostArray:
+    """A NumPy array seen through the attributes the cuBLAS call uses."""
+
+    def __init__(self, a):
+        self.a = a
+        self.shape, self.strides, self.itemsize, self.dtype = a.shape, a.strides, a.itemsize, a.dtype
+        self.data = type("Memory", (), {"ptr": a.ctypes.data})()
+
+
+def _host_sgemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc):
+    """cuBLAS SgemmEx (column-major, host scalars) on host memory: C = alpha op(A) op(B) + beta C."""
+    import ctypes
+
+    from numpy.lib.stride_tricks import as_strided
+
+    types_ = {2: np.float16, 0: np.float32}
+
+    def view(ptr, dtype, rows, cols, ld):
+        dtype = np.dtype(dtype)
+        buf = np.ctypeslib.as_array((ctypes.c_char * (dtype.itemsize * (ld * (cols - 1) + rows))).from_address(ptr))
+        return as_strided(buf.view(dtype), shape=(rows, cols), strides=(dtype.itemsize, ld * dtype.itemsize))
+
+    assert Ctype == 0 and ldc >= m
+    ar, ac = (m, k) if transa == 0 else (k, m)
+    br, bc = (k, n) if transb == 0 else (n, k)
+    assert lda >= ar and ldb >= br
+    a, b = view(A, types_[Atype], ar, ac, lda), view(B, types_[Btype], br, bc, ldb)
+    a = a if transa == 0 else a.T
+    b = b if transb == 0 else b.T
+    c = view(C, np.float32, m, n, ldc)
+    one = np.ctypeslib.as_array((ctypes.c_float * 1).from_address(alpha))[0]
+    bet = np.ctypeslib.as_array((ctypes.c_float * 1).from_address(beta))[0]
+    product = one * (a.astype(np.float64) @ b.astype(np.float64))
+    c[...] = product if bet == 0 else product + bet * c
+
+
+def test_the_transposed_cublas_call_against_a_host_model(monkeypatch):
+    """``_cublas_tn``: C = A^T B (+ C) for row blocks of ``[H | L]`` with row stride 2m, beta 0 and 1."""
+    import sys
+    import types
+
+    from nyhopt.ops import gram16
+
+    calls = []
+    cublas = types.SimpleNamespace(
+        CUBLAS_OP_N=0, CUBLAS_OP_T=1, CUBLAS_POINTER_MODE_HOST=0, setStream=lambda h, s: None,
+        getPointerMode=lambda h: 1, setPointerMode=lambda h, mode: calls.append(mode),
+        sgemmEx=lambda *args: (calls.append("gemm"), _host_sgemm_ex(*args)))
+    runtime = types.SimpleNamespace(CUDA_R_16F=2, CUDA_R_32F=0)
+    fake_cupy = types.SimpleNamespace(
+        cuda=types.SimpleNamespace(device=types.SimpleNamespace(get_cublas_handle=lambda: 7),
+                                   get_current_stream=lambda: types.SimpleNamespace(ptr=0)))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.api", types.SimpleNamespace(runtime=runtime))
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs", types.SimpleNamespace(cublas=cublas))
+    rng = np.random.default_rng(3)
+    m, rows = 23, 300
+    HL = rng.random((rows, 2 * m)).astype(np.float16)
+    Q = rng.standard_normal((rows, 6)).astype(np.float16)
+    C = np.zeros((2 * m, m), dtype=np.float32)
+    gram16._cublas_tn(_HostArray(HL[40:170]), _HostArray(HL[40:170, :m]), _HostArray(C), 0.0)
+    want = HL[40:170].astype(np.float64).T @ HL[40:170, :m].astype(np.float64)
+    np.testing.assert_allclose(C, want, rtol=1e-5)
+    gram16._cublas_tn(_HostArray(HL[170:]), _HostArray(HL[170:, :m]), _HostArray(C), 1.0)
+    want += HL[170:].astype(np.float64).T @ HL[170:, :m].astype(np.float64)
+    np.testing.assert_allclose(C, want, rtol=1e-5)
+    CQ = np.full((2 * m, 6), np.nan, dtype=np.float32)  # beta = 0 never reads C
+    gram16._cublas_tn(_HostArray(HL[:99]), _HostArray(Q[:99]), _HostArray(CQ), 0.0)
+    np.testing.assert_allclose(CQ, HL[:99].astype(np.float64).T @ Q[:99].astype(np.float64), rtol=1e-5, atol=1e-4)
+    assert calls.count("gemm") == 3 and calls[-1] == 1  # the pointer mode is restored
+
+
+def test_the_gpu_control_flow_on_the_host(monkeypatch):
+    """``gram_matrix16``'s CuPy branch (float16 parts written into reused chunk buffers) on NumPy."""
+    from nyhopt.ops import _cupy, gram16
+
+    kernel, X, Z, U = problem("matern32", 4, n=3001, m=37)
+    want = gram_matrix16(kernel, X, Z, U, block=128, fold=3)
+    ell = kernel.lengthscale_array(4)
+    seen = []
+
+    class Points:
+        def block_half(self, sl, out, work):
+            assert out.dtype == np.float16 and out.shape[1] == 2 * Z.shape[0] and work.dtype == np.float32
+            seen.append((sl.start, sl.stop))
+            out[...] = split_block(_reference.kernel_matrix(kernel, X[sl], Z, ell, np), np)
+            return out
+
+    monkeypatch.setattr(_cupy, "kernel_block_half", lambda *args: Points())
+    monkeypatch.setattr(gram16, "is_cupy_namespace", lambda xp: True)
+    with nh.memory_budget(37 * 8 * 700):  # chunks of 640 rows: whole blocks of 128
+        got = gram_matrix16(kernel, X, Z, U, block=128, fold=3, matmul=_numpy_tn)
+    assert len(seen) > 3 and all((hi - lo) % 128 == 0 for lo, hi in seen[:-1]) and seen[-1][1] == 3001
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6 * np.abs(w).max())
+
+
+def _numpy_tn(A, B, C, beta, xp):
+    P = A.astype(np.float32).T @ B.astype(np.float32)
+    C[...] = P + C if beta else P
+    return C
+
+
+@pytest.mark.parametrize("penalty", [1e-4, None], ids=["1e-4", "1/n"])
+def test_stoch_prop_through_the_emulated_route(monkeypatch, penalty):
+    """``stoch-prop`` with G from the tensor-core route (emulated, and with truncated sums) keeps its value."""
+    from nyhopt.ops import gram16
+
+    rng = np.random.default_rng(5)
+    n, d, m = 6000, 8, 120
+    X = rng.uniform(-1.5, 1.5, (n, d)).astype(np.float32)
+    y = (np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.standard_normal(n)).astype(np.float32)
+    theta = nh.Params.from_natural(penalty or 1.0 / n, np.full(d, 1.5), X[:m])
+
+    def evaluate():
+        obj = nh.make_objective("stoch-prop", X, y, kernel="gaussian", gram=True, kernel_cache=False,
+                                random_state=0, tol=1e-6)
+        v, g = obj.value_and_grad(theta)
+        return float(v), np.concatenate([np.ravel(np.asarray(a, dtype=np.float64)) for a in g])
+
+    v64, g64 = evaluate()
+    monkeypatch.setattr(gram_mod, "is_cupy_namespace", lambda xp: True)
+    v16, g16 = evaluate()
+    real = gram16.gram_matrix16
+    monkeypatch.setattr(gram16, "gram_matrix16", lambda *a, **k: real(*a, matmul=tensor_core_matmul, **k))
+    vtc, gtc = evaluate()
+    for v, g in ((v16, g16), (vtc, gtc)):
+        assert abs(v - v64) < 1e-5 * abs(v64)
+        assert np.linalg.norm(g - g64) < 1e-3 * np.linalg.norm(g64)
