@@ -31,9 +31,10 @@ def check_flags(return_std, return_cov, include_noise):
     return return_std, return_cov, include_noise
 
 
-def set_variance(est, vm):
-    """Store a :class:`~nyhopt.posterior.VarianceModel` (or None) and its amplitude and noise variance."""
+def set_variance(est, vm, reason=None):
+    """Store a :class:`~nyhopt.posterior.VarianceModel` (or None, and why) and its amplitude and noise variance."""
     est.variance_model_ = vm
+    est._no_variance_reason = reason
     est.amplitude_ = None if vm is None else float(vm.amplitude)
     est.noise_variance_ = None if vm is None else float(vm.noise_variance)
 
@@ -44,7 +45,8 @@ def uncertainty(est, X, cov, include_noise):
     ``X`` is validated, in the model's coordinates and on the model's device.
     """
     vm = getattr(est, "variance_model_", None)
-    check_variance_model(vm, est.centers_.shape[0], f"this {type(est).__name__}")
+    check_variance_model(vm, est.centers_.shape[0], f"this {type(est).__name__}",
+                         getattr(est, "_no_variance_reason", None))
     xp = get_namespace(X)
     if cov:
         out = latent_covariance(est.kernel_, X, est.centers_, vm)

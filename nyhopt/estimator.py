@@ -198,7 +198,7 @@ class _NystromBase(EstimatorMixin):
         y_pow2 = float(pow2_scale(float(xp.max(xp.abs(Y))) if Y.size else 0.0))
         if y_pow2 != 1.0:
             Y = Y / Y.dtype.type(y_pow2)
-        variance = None
+        variance, no_variance = None, None
         if solver == "direct" and self.predictive_variance:  # the direct solve is the variance model's pass
             alpha, variance = direct_fit(kernel, X, Z, Y, penalty)
             record, converged = None, True
@@ -224,9 +224,7 @@ class _NystromBase(EstimatorMixin):
             a = float(self.amplitude) if self.amplitude is not None else _scaled(variance.amplitude, y_pow2)
             variance = None if a is None else variance._replace(amplitude=a)
             if variance is None:
-                warnings.warn(f"{type(self).__name__}: the noise variance of these targets overflows float64, so "
-                              "the model has no error bars; scale y (normalize_y=True)", RuntimeWarning,
-                              stacklevel=3)
+                no_variance = "the noise variance of these targets overflows float64; scale y (normalize_y=True)"
         if not bool(xp.all(xp.isfinite(alpha))):
             raise ValueError(
                 f"{type(self).__name__}.fit: the coefficients are not finite (overflow or a failed solve); "
@@ -237,7 +235,7 @@ class _NystromBase(EstimatorMixin):
         self.solve_ = record
         self.converged_ = converged
         self.n_features_in_ = X.shape[1]
-        set_variance(self, variance)
+        set_variance(self, variance, no_variance)
         return alpha
 
     def _decision(self, X):

@@ -237,8 +237,10 @@ def latent_covariance(kernel, X, Z, vm: VarianceModel):
     return cov
 
 
-def check_variance_model(vm, m, what="the model"):
+def check_variance_model(vm, m, what="the model", reason=None):
     """Raise a clear ``ValueError`` when a fitted :class:`VarianceModel` is missing or does not fit ``m`` centers."""
+    if vm is None and reason is not None:
+        raise ValueError(f"{what} has no variance model: {reason}")
     if vm is None:
         raise ValueError(
             f"{what} has no variance model: it was fitted with predictive_variance=False (or loaded from a file "

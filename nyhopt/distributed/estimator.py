@@ -114,7 +114,8 @@ def std_dask(est, X, include_noise):
             f"X has {X.shape[1]} features, but {type(est).__name__} is expecting {est.n_features_in_} features as input"
         )
     vm = getattr(est, "variance_model_", None)
-    check_variance_model(vm, est.centers_.shape[0], f"this {type(est).__name__}")
+    check_variance_model(vm, est.centers_.shape[0], f"this {type(est).__name__}",
+                         getattr(est, "_no_variance_reason", None))
     vm = vm._replace(L=to_numpy(vm.L), C=to_numpy(vm.C))
     dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float64)
     alpha = est.alpha_
