@@ -24,7 +24,7 @@ The same formulas with ``n x n`` algebra read
 with :math:`Q = K_{\cdot m}\tilde K^{-1}K_{m\cdot}` (the tests check one
 against the other).
 
-Stable form (MATH.md's notation).  With :math:`\tilde K = LL^T`,
+Stable form (the notation of ``docs/objectives.md``).  With :math:`\tilde K = LL^T`,
 :math:`A = L^{-1}K_{mn}`, :math:`S = AA^T` and :math:`M = S + n\lambda I = CC^T`
 we have :math:`B = LML^T`, so with :math:`v = L^{-1}k_x` and :math:`w = C^{-1}v`
 
