@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 
 from ._validation import check_matrix
 from .backend import is_cupy_namespace
 
-__all__ = ["as_generator", "select_centers"]
+__all__ = ["as_generator", "select_centers", "fit_centers"]
 
 
 def as_generator(random_state) -> np.random.Generator:
@@ -36,6 +37,37 @@ def as_generator(random_state) -> np.random.Generator:
     )
 
 
+def fit_centers(m: int, n: int) -> int:
+    """The number of centers to draw: ``m``, or all ``n`` rows (with a warning) when ``m > n``.
+
+    As scikit-learn's ``Nystroem`` does with ``n_components > n_samples``: a
+    default such as ``centers=100`` keeps working on a small data set.
+
+    Raises
+    ------
+    ValueError
+        ``m < 1``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> fit_centers(10, 50)
+    10
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     fit_centers(100, 50), str(w[0].message)[:40]
+    (50, 'centers=100 is more than the 50 training')
+    """
+    m = int(m)
+    if m < 1:
+        raise ValueError(f"centers must be >= 1, got {m}")
+    if m > n:
+        warnings.warn(f"centers={m} is more than the {n} training rows: using all {n} rows as centers "
+                      f"(pass centers={n} or fewer to silence this warning)", UserWarning, stacklevel=3)
+        return n
+    return m
+
+
 def select_centers(X, centers, random_state, xp):
     """Return the Nystrom centers ``Z`` (m, d) for the training inputs ``X``.
 
@@ -57,21 +89,15 @@ def select_centers(X, centers, random_state, xp):
     Raises
     ------
     ValueError
-        ``centers`` < 1, more centers than points, wrong number of features,
-        NaN/inf in given centers.
+        ``centers`` < 1, more given centers than points, wrong number of
+        features, NaN/inf in given centers.  A number of centers larger than
+        ``n`` uses all ``n`` rows, with a warning.
     TypeError
         ``centers`` neither an integer nor an array.
     """
     n, d = X.shape
     if isinstance(centers, (numbers.Integral, np.integer)) and not isinstance(centers, bool):
-        m = int(centers)
-        if m < 1:
-            raise ValueError(f"centers must be >= 1, got {m}")
-        if m > n:
-            raise ValueError(
-                f"centers={m} is more centers than training points (n_samples = {n}); "
-                "use at most n_samples centers"
-            )
+        m = fit_centers(centers, n)
         idx = np.sort(as_generator(random_state).choice(n, size=m, replace=False))
         return X[xp.asarray(idx)]
     if isinstance(centers, (bool, np.bool_, str, float, numbers.Real)) or centers is None:

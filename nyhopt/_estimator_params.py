@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["ParamsMixin", "EstimatorMixin", "feature_names"]
+__all__ = ["ParamsMixin", "EstimatorMixin", "feature_names", "check_feature_names_arg"]
 
 
 class ParamsMixin:
@@ -133,6 +133,44 @@ def feature_names(X):
             f"{kinds}; convert them with X.columns = X.columns.astype(str), or use no names"
         )
     return None
+
+
+def check_feature_names_arg(given, X):
+    """Feature names from an explicit ``feature_names=`` argument or from a DataFrame ``X``, as an object array.
+
+    Parameters
+    ----------
+    given : sequence of str or None
+        The user's ``feature_names=`` (for arrays without names, such as dask arrays).
+    X : array-like
+        The input: its own names (:func:`feature_names`) and its number of columns.
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``given`` is not a sequence of strings, has the wrong length or
+        differs from the DataFrame's own names.
+
+    Examples
+    --------
+    >>> check_feature_names_arg(["a", "b"], np.zeros((3, 2))).tolist()
+    ['a', 'b']
+    >>> check_feature_names_arg(None, np.zeros((3, 2))) is None
+    True
+    """
+    found = feature_names(X)
+    shape = getattr(X, "shape", ())
+    n_features = shape[1] if len(shape) == 2 else None
+    if given is None:
+        return found
+    if isinstance(given, str) or not all(isinstance(v, str) for v in given):
+        raise TypeError(f"feature_names must be a sequence of strings, got {given!r}")
+    names = np.asarray(list(given), dtype=object)
+    if n_features is not None and names.size != n_features:
+        raise ValueError(f"feature_names has {names.size} names but X has {n_features} columns")
+    if found is not None and not np.array_equal(found, names):
+        raise ValueError(f"feature_names {names.tolist()} differ from the column names of X {found.tolist()}")
+    return names
 
 
 def _listed(names, most=5):

@@ -198,6 +198,7 @@ def fetch(rel: str, root: Path) -> Path:
 
     remote = REGISTRY[rel]
     url = _url(rel)
+    created = _missing_folders(target.parent)  # removed again when the download fails
     try:
         downloader = pooch.downloaders.choose_downloader(url)
     except ValueError as exc:
@@ -206,16 +207,58 @@ def fetch(rel: str, root: Path) -> Path:
         path = pooch.retrieve(url, known_hash=f"sha256:{remote.sha256}", fname=target.name,
                               path=target.parent, downloader=downloader)
     except ValueError as exc:  # pooch's hash mismatch; its temporary file is already deleted
+        _remove_empty(created)
         raise DatasetChecksumError(
             f"dataset file {rel!r} downloaded from {url} does not match its SHA-256 "
             f"{remote.sha256} (corrupted or truncated download, or the source changed); "
             f"it was not saved. {exc}"
         ) from None
     except (requests.exceptions.RequestException, OSError) as exc:
+        _remove_empty(created)
         stale = " (the copy there fails the checksum)" if target.exists() else ""
+        # ``from None``: the chain of connection errors below says no more than the reason given here.
         raise DatasetNotAvailableError(
             f"dataset file {rel!r} is not in the cache and could not be downloaded from {url} "
-            f"({type(exc).__name__}: {exc}). Put a copy at {str(target)!r}{stale}, or pass "
+            f"({_reason(exc)}). Put a copy at {str(target)!r}{stale}, or pass "
             f"data_dir=... / set NYHOPT_DATA to a folder holding {rel!r}"
-        ) from exc
+        ) from None
     return Path(path)
+
+
+def _missing_folders(folder: Path) -> list:
+    """``folder`` and those of its parents that do not exist yet, deepest first."""
+    out = []
+    folder = Path(folder)
+    while not folder.exists() and folder != folder.parent:
+        out.append(folder)
+        folder = folder.parent
+    return out
+
+
+def _remove_empty(folders) -> None:
+    """Remove the folders a failed download created, deepest first, as long as they are empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (something else wrote there) or already gone
+            return
+
+
+def _reason(exc) -> str:
+    """Why a download failed, in a few words (a connection error's text is a long chain)."""
+    import requests
+
+    if isinstance(exc, requests.exceptions.HTTPError) and exc.response is not None:
+        return f"HTTP {exc.response.status_code} {exc.response.reason or ''}".strip()
+    if isinstance(exc, requests.exceptions.Timeout):
+        return "the connection timed out"
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        text = str(exc)
+        if "NameResolution" in text or "name resolution" in text or "getaddrinfo" in text:
+            return "no connection: the host name could not be resolved (offline?)"
+        if "Connection refused" in text:
+            return "no connection: connection refused"
+        return "no connection (offline?)"
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = text if len(text) <= 160 else text[:157] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -59,8 +59,15 @@ def _device(cupy_installed):
         return f"none ({_first_line(exc)})"
 
 
-def _cuda_compile():
+#: What ``cuda_compile`` says without CuPy: a CPU-only install, not an error.
+NO_GPU_SUPPORT = ('no GPU support installed (CPU only; for a GPU: pip install "nyhopt[cuda12]" or '
+                  '"nyhopt[cuda13]", see the README)')
+
+
+def _cuda_compile(cupy_installed=True):
     """``"ok"`` when NVRTC compiles every CUDA source of nyhopt, else the first line of the error."""
+    if not cupy_installed:
+        return NO_GPU_SUPPORT
     try:
         from .ops import _cuda_compile as cc
 
@@ -69,6 +76,20 @@ def _cuda_compile():
         return "ok"
     except Exception as exc:  # no CuPy, no NVRTC, or a broken source
         return _first_line(exc)
+
+
+def _numba_cache():
+    """Where Numba keeps nyhopt's compiled CPU loops across processes, or why it does not."""
+    try:
+        from numba.core.caching import FunctionCache
+
+        from .ops import _numba
+
+        if not _numba.DISK_CACHE:
+            return "off (no writable cache folder: the loops are compiled in every process; set NUMBA_CACHE_DIR)"
+        return FunctionCache(_numba._disk_cache_works)._cache_path
+    except Exception as exc:
+        return f"unknown ({_first_line(exc)})"
 
 
 def _threads():
@@ -133,7 +154,11 @@ def gather(compile_cuda=True) -> dict:
     for name in PACKAGES:
         info[name] = _version(name)
     info["device"] = _device(info["cupy"] is not None)
-    info["cuda_compile"] = _cuda_compile() if compile_cuda else "not checked"
+    if info["cupy"] is None:
+        info["cuda_compile"] = NO_GPU_SUPPORT
+    else:
+        info["cuda_compile"] = _cuda_compile() if compile_cuda else "not checked"
+    info["numba_cache"] = _numba_cache()
     info.update(_threads())
     info.update(_nyhopt_config())
     return info

@@ -14,8 +14,11 @@ import math
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
+
+from ._compile_notice import compile_notice
 
 __all__ = ["main", "build_parser", "run_demo", "digits_split", "DEMO_INIT"]
 
@@ -333,10 +336,28 @@ def _say(args, *parts, **kw):
         print(*parts, **kw, flush=True)
 
 
+def _note(args, text):
+    """A warning in one line on stderr (shown even with --quiet)."""
+    print(f"nyhopt {args.command}: warning: {text}", file=sys.stderr, flush=True)
+
+
 def _fmt_error(task, value):
     if value is None or not math.isfinite(value):
         return "n/a"
     return f"{100 * value:.2f}%" if task == "classification" else f"{value:.6g}"
+
+
+def _require(module, what, extra):
+    """Fail now, before any work, when the optional ``module`` that ``what`` needs is not installed."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        package = {"sklearn": "scikit-learn"}.get(module, module)
+        raise CLIError(f"{what} needs {package}, which is not installed: pip install \"nyhopt[{extra}]\"")
 
 
 def _split_names(text):
@@ -492,19 +513,23 @@ def run_demo(seed=0, objective="prop", centers=500, epochs=50, lr=0.1, dtype=np.
     >>> out["n_test"], out["epochs_run"], 0 <= out["test_error"] < 0.5
     (359, 1, True)
     """
-    from .optim import tune
-
     stream = sys.stdout if stream is None else stream
     if report:
         _check_output(report, "--report")
+        _require("matplotlib", "--report", "plot")
+    _require("sklearn", "the demo (it uses scikit-learn's bundled digits)", "demo")
     xp = _array_module(device)
 
     def say(text):
         if not quiet:
             print(text, file=stream, flush=True)
 
+    # The first line comes before the slow imports (scikit-learn takes seconds the first time).
+    say(f"nyhopt demo: N-KRR tuned with {objective} on scikit-learn's digits (8x8 images of handwritten digits)")
+    from .optim import tune
+
     X_tr, y_tr, X_te, y_te = digits_split(seed, dtype=dtype)
-    say(f"digits (scikit-learn): {X_tr.shape[0]} training and {X_te.shape[0]} test images, "
+    say(f"digits: {X_tr.shape[0]} training and {X_te.shape[0]} test images, "
         f"{X_tr.shape[1]} pixels, 10 classes (one-hot targets)")
     say(f"tuning penalty, {X_tr.shape[1]} lengthscales and {centers} centers with {objective}: "
         f"{epochs} Adam epochs, lr {lr}, {np.dtype(dtype).name}, starting from penalty "
@@ -515,12 +540,12 @@ def run_demo(seed=0, objective="prop", centers=500, epochs=50, lr=0.1, dtype=np.
             f"lengthscale median {float(np.median(record.lengthscale)):.3g}  {record.time:6.1f} s")
 
     t0 = time.perf_counter()
-    with _blas_threads(blas_threads):
+    with _blas_threads(blas_threads), compile_notice(enabled=not quiet):
         result = tune(xp.asarray(X_tr), xp.asarray(y_tr), objective=objective, centers=centers, epochs=epochs, lr=lr,
                       task="classification", random_state=seed, progress=False, record_terms=False,
                       patience=None, callback=show, **DEMO_INIT)
-    seconds = time.perf_counter() - t0
-    pred = _to_host(result.model.predict(xp.asarray(X_te)), xp)
+        seconds = time.perf_counter() - t0
+        pred = _to_host(result.model.predict(xp.asarray(X_te)), xp)
     wrong = int(np.sum(pred != y_te))
     test_error = wrong / y_te.shape[0]
     print(f"test error: {100 * test_error:.2f}% ({wrong} of {y_te.shape[0]} test digits wrong); "
@@ -553,6 +578,7 @@ def _cmd_tune(args) -> int:
     _check_output(_npz_path(args.out), "--out")
     if args.report:
         _check_output(args.report, "--report")
+        _require("matplotlib", "--report", "plot")
     if args.json:
         _check_output(args.json, "--json")
     xp = _array_module(args.device)
@@ -573,8 +599,11 @@ def _cmd_tune(args) -> int:
     n, d = X.shape
     folds = isinstance(args.validation_fraction, int)
     n_train = n - (math.ceil(n / args.validation_fraction) if folds else int(round(args.validation_fraction * n)))
-    if args.centers > n_train:
-        raise DataError(f"--centers {args.centers} is more than the {n_train} training rows; use fewer centers")
+    centers = args.centers
+    if centers > n_train:  # as scikit-learn's Nystroem: all rows, with a warning
+        _note(args, f"--centers {centers} is more than the {n_train} training rows: using all {n_train} rows "
+                    f"as centers")
+        centers = n_train
     several = not isinstance(args.objective, str)
     if several and not args.validation_fraction:
         raise CLIError("--objective with several names chooses by validation error: give --validation F "
@@ -584,7 +613,7 @@ def _cmd_tune(args) -> int:
                        "names; with one objective give a fraction such as 0.2")
 
     cls = HyperoptKRRClassifier if task == "classification" else HyperoptKRR
-    est = cls(objective=args.objective, centers=args.centers, epochs=args.epochs, lr=args.lr,
+    est = cls(objective=args.objective, centers=centers, epochs=args.epochs, lr=args.lr,
               kernel=args.kernel, ard=not args.no_ard, random_state=args.seed,
               standardize=not args.no_standardize, patience=args.patience or None,
               validation_fraction=args.validation_fraction or None,
@@ -595,8 +624,11 @@ def _cmd_tune(args) -> int:
     if task == "classification":
         extra = f", {np.unique(y).size} classes"
     _say(args, f"data: {table.path}: {n} rows, {d} features, target {target_name!r} ({task}{extra})")
+    if args.task == "auto" and task == "classification" and y.dtype.kind in "iuf":
+        _note(args, f"the target {target_name!r} holds {np.unique(y).size} distinct integers, taken as class "
+                    "labels; give --task regression to regress on them (or --task classification)")
     _say(args, f"tuning: objective {','.join(args.objective) + ' (chosen by validation)' if several else args.objective}, "
-               f"{args.centers} centers, up to {args.epochs} epochs, "
+               f"{centers} centers, up to {args.epochs} epochs, "
                f"lr {args.lr}, kernel {args.kernel}{'' if args.no_ard else ' (one lengthscale per feature)'}")
     # On the GPU, text labels are fitted as their indices in the sorted labels (CuPy holds no
     # text) and the labels are put back before saving.
@@ -606,21 +638,27 @@ def _cmd_tune(args) -> int:
         text_classes, y_fit = np.unique(y, return_inverse=True)
     X_fit = xp.asarray(X)
     t0 = time.perf_counter()
-    est.fit(X_fit, xp.asarray(y_fit))
+    with compile_notice(enabled=not args.quiet):
+        est.fit(X_fit, xp.asarray(y_fit))
     elapsed = time.perf_counter() - t0
 
     hist = est.history_
     best = hist[est.best_epoch_]
-    if args.validation_fraction:
+    if args.validation_fraction and not several:
         # History errors were tracked at every epoch on the held-out rows; report the best epoch's.
         train_err, val_err = best.train_error, best.validation_error
     else:
-        pred = _to_host(est.predict(X_fit), xp)
+        # No held-out rows in the final model's run (none asked for, or the chosen objective was tuned
+        # again on all rows): the error on the rows it was fitted on, and the chosen candidate's.
+        with compile_notice(enabled=not args.quiet):
+            pred = _to_host(est.predict(X_fit), xp)
         if text_classes is not None:
             pred = text_classes[pred]
         from .optim._tracking import prediction_error
 
-        train_err, val_err = prediction_error(pred, y, task), float("nan")
+        train_err = prediction_error(pred, y, task)
+        chosen = [c for c in est.candidates_ if c.objective == est.objective_]
+        val_err = chosen[0].validation_error if chosen else float("nan")
     metric = "error rate" if task == "classification" else "RMSE"
     for cand in est.candidates_:
         _say(args, f"candidate {cand.objective}: validation {metric} {_fmt_error(task, cand.validation_error)}, "
@@ -634,8 +672,12 @@ def _cmd_tune(args) -> int:
                f"objective {best.objective:.6g}")
     _say(args, f"penalty {est.params_.penalty:.4g}; amplitude {est.amplitude_:.4g}; lengthscale "
                + (f"{ell[0]:.4g}" if ell.size == 1 else f"min {ell.min():.4g}, median {np.median(ell):.4g}, max {ell.max():.4g}"))
-    _say(args, f"train {metric} {_fmt_error(task, train_err)}"
-               + (f"; validation {metric} {_fmt_error(task, val_err)}" if args.validation_fraction else ""))
+    if several:
+        _say(args, f"{metric} on all {n} rows {_fmt_error(task, train_err)}; validation {metric} of "
+                   f"{est.objective_} {_fmt_error(task, val_err)} (tuned on the training part)")
+    else:
+        _say(args, f"train {metric} {_fmt_error(task, train_err)}"
+                   + (f"; validation {metric} {_fmt_error(task, val_err)}" if args.validation_fraction else ""))
     scores = getattr(est, "validation_scores_", None)
     if scores:
         _say(args, f"validation error bars: NLPD {scores['nlpd']:.4g} nats, 95% interval coverage "
@@ -647,6 +689,7 @@ def _cmd_tune(args) -> int:
             "source": os.path.basename(table.path)}
     if text_classes is not None:
         est.classes_ = est.model_.classes_ = text_classes
+    est.feature_names_in_ = np.array(names, dtype=object)  # nyhopt predict finds the columns by these names
     out = save_model(args.out, est, meta=meta)
     _say(args, f"model saved to {out}")
     if args.report:
@@ -747,7 +790,18 @@ def _cmd_predict(args) -> int:
 
 
 def _predict_on(model, X, xp):
-    """``model.predict(X)`` as a NumPy array; classes are looked up on the host."""
+    """``model.predict(X)`` as a NumPy array; classes are looked up on the host.
+
+    ``X`` holds the model's columns in its order (chosen by name by the caller), so the model's
+    ``feature_names_in_`` is not checked against an array without names.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="X does not have valid feature names", category=UserWarning)
+        with compile_notice():
+            return _predict_array(model, X, xp)
+
+
+def _predict_array(model, X, xp):
     classes = getattr(model, "classes_", None)
     if xp is np or classes is None:
         return _to_host(model.predict(X), xp)
@@ -785,8 +839,13 @@ def main(argv=None) -> int:
         return EXIT_USAGE
     from .io import DataError
 
+    def one_line(message, category, filename, lineno, file=None, line=None):
+        print(f"nyhopt {args.command}: warning: {message}", file=sys.stderr, flush=True)
+
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = one_line  # a warning in one line, not with a file name and source line
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("nyhopt: interrupted", file=sys.stderr)
         return 130

@@ -688,7 +688,7 @@ def _synthetic_target(X):
 
 
 def synthetic(n, d=8, n_test=5000, seed=1234, dtype=np.float64) -> Dataset:
-    """The benchmark problem of ``BENCHMARKS.md``: a smooth function of 7 features.
+    """The problem of nyhopt's benchmarks (``docs/benchmarks.md``): a smooth function of 7 features.
 
     ``f(x) = sin(3 x0) + cos(2 x1) + 0.5 x2 x3 + 0.3 x4^2 + 0.2 sin(5 x5) + 0.1 x6``;
     features from index 7 on are irrelevant.

@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from ._estimator_params import EstimatorMixin
+from ._estimator_params import EstimatorMixin, check_feature_names_arg
 from ._validation import check_labels, check_matrix
 from ._scaling import column_mean_std, standardize
 from .backend import get_namespace
@@ -71,7 +71,7 @@ class _HyperoptBase(EstimatorMixin):
     _task = None
 
     def __init__(self, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gaussian", ard=True,
-                 random_state=None, standardize=False, penalty=None, lengthscale=None, freeze=(),
+                 random_state=0, standardize=True, penalty=None, lengthscale=None, freeze=(),
                  patience=10, validation_fraction=None, dtype=None, objective_options=None,
                  solver="auto", record_terms=True, progress=False):
         self.objective = objective
@@ -98,7 +98,7 @@ class _HyperoptBase(EstimatorMixin):
         return hasattr(self, "model_")
 
     # -- fitting ---------------------------------------------------------------------------
-    def fit(self, X, y, validation=None, callback=None):
+    def fit(self, X, y, validation=None, callback=None, feature_names=None):
         """Tune the hyperparameters on ``(X, y)`` and fit the model with the best ones.
 
         Parameters
@@ -114,6 +114,10 @@ class _HyperoptBase(EstimatorMixin):
             ``validation_fraction``.
         callback : callable, optional
             ``callback(epoch, record)``, see :func:`nyhopt.tune`.
+        feature_names : sequence of str, optional
+            Column names for an ``X`` that has none (a dask array built from
+            a DataFrame, say), kept as ``feature_names_in_``; a DataFrame's
+            own names are taken by default.
 
         Returns
         -------
@@ -122,11 +126,15 @@ class _HyperoptBase(EstimatorMixin):
         from .distributed._detect import any_dask_array
         from .optim import tune
 
+        names = check_feature_names_arg(feature_names, X)
         if any_dask_array(X, y):  # "stoch-prop" regression on the current Dask client
             from .distributed.tune import fit_hyperopt_dask
 
-            return fit_hyperopt_dask(self, X, y, validation, callback)
+            fit_hyperopt_dask(self, X, y, validation, callback)
+            self._check_feature_names(names, reset=True)
+            return self
         X, xp = _check_X(self, X, reset=True)
+        self._check_feature_names(names, reset=True)
         if X.shape[0] < 2:
             raise ValueError(f"X has n_samples = {X.shape[0]}; tuning needs at least 2 samples")
         y = _as_array(check_labels(y, "y"), "y", numeric=self._task == "regression")
@@ -240,11 +248,13 @@ _PARAMS_DOC = """
     kernel : str or Kernel, default "gaussian"
     ard : bool, default True
         One lengthscale per feature.
-    random_state : None or int, default None
-        Seed of the initial centers, splits and probes.
-    standardize : bool, default False
+    random_state : None, int or Generator, default 0
+        Seed of the initial centers, splits and probes (0, as :func:`nyhopt.tune`
+        and the command line: the same data give the same model).
+    standardize : bool, default True
         Standardize the columns of ``X`` (training mean and standard
-        deviation) before tuning and predicting, as the paper does.
+        deviation) before tuning and predicting, as the paper and the command
+        line do (:func:`nyhopt.tune` takes ``X`` as given).
     penalty, lengthscale : float, optional
         Initial values (default :math:`1/n` and the median heuristic).
     freeze : iterable of {"penalty", "lengthscale", "centers", "amplitude"}, default ()
@@ -269,7 +279,10 @@ _PARAMS_DOC = """
     record_terms : bool, default True
         Record the objective's terms in ``history_`` (one more forward evaluation per epoch).
     progress : bool, default False
-        Progress bar on stderr (only on a terminal).
+        Progress bar on stderr (only on a terminal).  Off by default, unlike
+        :func:`nyhopt.tune` and the command line: an estimator is fitted many
+        times by scikit-learn's model selection (``GridSearchCV``,
+        ``cross_val_score``), and silent, as scikit-learn's estimators are.
 
     Attributes
     ----------

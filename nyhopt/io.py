@@ -302,6 +302,9 @@ def _model_state(model) -> dict:
         "standardize": np.array(bool(getattr(model, "standardize", False))),
         "dtype": np.array(str(np.dtype(inner.centers_.dtype))),
     }
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None:
+        state["feature_names"] = np.asarray(names, dtype=str)
     classes = getattr(inner, "classes_", None)
     if classes is not None:
         state["classes"] = _labels_array(classes)
@@ -440,7 +443,9 @@ def load_model(path):
     -------
     estimator
         A fitted estimator of the saved class, on the host (NumPy), ready to
-        ``predict``; ``meta_`` holds the saved extra values.
+        ``predict``; ``meta_`` holds the saved extra values, and
+        ``feature_names_in_`` the column names of a model fitted on a
+        DataFrame (or tuned by the command line).
 
     Raises
     ------
@@ -472,4 +477,11 @@ def load_model(path):
     state = read_npz(path)
     model = _model_from_state(validate_state(state, path))
     model.meta_ = {k[5:]: (v.item() if v.ndim == 0 else v) for k, v in state.items() if k.startswith("meta_")}
+    # Column names: the file's own, else those the command line kept in its summary (older files).
+    names = state.get("feature_names")
+    if names is None:
+        names = model.meta_.get("feature_names")
+    names = None if names is None else np.atleast_1d(np.asarray(names))
+    if names is not None and names.dtype.kind == "U" and names.shape == (model.n_features_in_,):
+        model.feature_names_in_ = names.astype(object)
     return model

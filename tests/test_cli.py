@@ -73,6 +73,7 @@ def test_tune_then_predict_regression(tmp_path, regression_csv, capsys):
     assert s["validation_error"] < np.std(y)
     est = load_model(model)
     assert est.standardize and est.meta_["target_name"] == "price"
+    assert est.feature_names_in_.tolist() == ["x1", "x2", "x3"]  # the CSV's names, kept by the model file
 
     # predict: columns found by name (in another order, with the target present or not).
     new = _write_csv(tmp_path / "new.csv", ["x3", "x2", "x1"], [[c, b, a] for a, b, c in X[:7].tolist()])
@@ -80,7 +81,9 @@ def test_tune_then_predict_regression(tmp_path, regression_csv, capsys):
     assert main(["predict", str(model), new, "--out", str(out)]) == 0
     header, rows = _read_predictions(out)
     assert header == ["price"] and len(rows) == 7
-    np.testing.assert_array_equal([float(r[0]) for r in rows], est.predict(X[:7]))  # full precision
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(X[:7], columns=["x1", "x2", "x3"])
+    np.testing.assert_array_equal([float(r[0]) for r in rows], est.predict(frame))  # full precision
     assert main(["predict", str(model), path]) == 0  # to stdout; the target column is ignored
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0] == "price" and len(lines) == 151
@@ -122,8 +125,6 @@ def test_clear_errors(tmp_path, regression_csv, capsys):
     txt = _write_csv(tmp_path / "txt.csv", ["x", "y"], [[1, "a"], [2, "b"]])
     err = _error_run(["tune", txt, "--target", "y", "--task", "regression"], capsys)
     assert "column 'y'" in err and "must be numeric" in err
-    err = _error_run(["tune", path, "--target", "price", "--centers", "1000"], capsys)
-    assert "--centers 1000" in err
     err = _error_run(["predict", str(tmp_path / "nomodel.npz"), path], capsys)
     assert "nomodel.npz" in err
     err = _error_run(["predict", path, path], capsys)  # a CSV is not a model
@@ -370,10 +371,14 @@ def test_info_without_cupy_or_nvrtc(monkeypatch):
 
     monkeypatch.setattr(cc, "nvrtc_compile", no_nvrtc)
     monkeypatch.setattr(_info, "_version", lambda name: None)
-    info = _info.gather()
-    assert info["cuda_compile"] == "RuntimeError: NVRTC could not be loaded"
+    info = _info.gather()  # a CPU-only install: no compile error, no pointer to the test extra
+    assert info["cuda_compile"].startswith("no GPU support installed") and "test" not in info["cuda_compile"]
     assert info["device"] == "none (CuPy is not installed)"
     assert "cupy: not installed" in _info.format_text(info).splitlines()
+    assert info["numba_cache"]
+    monkeypatch.setattr(_info, "_version", lambda name: "14.0" if name == "cupy" else None)
+    monkeypatch.setattr(_info, "_device", lambda installed: "none (no device)")
+    assert _info.gather()["cuda_compile"] == "RuntimeError: NVRTC could not be loaded"  # CuPy without NVRTC
 
 
 def test_python_dash_m_nyhopt():
@@ -382,3 +387,61 @@ def test_python_dash_m_nyhopt():
     assert proc.returncode == 0 and proc.stdout.startswith("python: ")
     proc = subprocess.run([sys.executable, "-m", "nyhopt"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "usage: nyhopt" in proc.stdout
+
+
+def test_more_centers_than_rows_uses_all_rows_with_a_warning(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(30, 2))
+    path = _write_csv(tmp_path / "small.csv", ["a", "b", "y"], [[p, q, p - q] for p, q in X.tolist()])
+    model = tmp_path / "m.npz"
+    assert main(["tune", path, "--target", "y", "--epochs", "1", "--out", str(model), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: --centers 100 is more than the 30 training rows: using all 30 rows" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert load_model(model).model_.centers_.shape == (30, 2)
+
+
+def test_integer_target_taken_as_classes_says_how_to_choose(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 2))
+    counts = np.round(3 + 2 * X[:, 0]).clip(0, 6).astype(int)
+    path = _write_csv(tmp_path / "counts.csv", ["a", "b", "count"], [[p, q, c] for (p, q), c in zip(X.tolist(), counts)])
+    assert main(["tune", path, "--target", "count", "--centers", "10", "--epochs", "1", "--out",
+                 str(tmp_path / "c.npz")]) == 0
+    out, err = capsys.readouterr()
+    assert "(classification," in out and "--task regression" in err
+    assert main(["tune", path, "--target", "count", "--task", "regression", "--centers", "10", "--epochs", "1",
+                 "--out", str(tmp_path / "r.npz")]) == 0
+    out, err = capsys.readouterr()
+    assert "(regression)" in out and "--task" not in err
+
+
+def test_report_without_matplotlib_fails_before_any_work(tmp_path, regression_csv, capsys, monkeypatch):
+    import importlib.util
+
+    path, _, _ = regression_csv
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    model = tmp_path / "m.npz"
+    err = _error_run(["tune", path, "--target", "price", "--out", str(model), "--report", str(tmp_path / "r.png")],
+                     capsys)
+    assert "--report needs matplotlib" in err and 'nyhopt[plot]' in err
+    assert not model.exists()
+    err = _error_run(["demo", "--report", str(tmp_path / "r.png")], capsys)
+    assert "--report needs matplotlib" in err
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sklearn" else real(name, *a))
+    err = _error_run(["demo"], capsys)
+    assert "needs scikit-learn" in err and 'nyhopt[demo]' in err
+
+
+def test_choosing_by_validation_prints_the_errors_it_has(tmp_path, regression_csv, capsys):
+    path, _, _ = regression_csv
+    args = ["tune", path, "--target", "price", "--objective", "prop,gcv", "--centers", "10", "--epochs", "3",
+            "--out", str(tmp_path / "m.npz")]
+    for validation in ("0.2", "3"):
+        assert main(args + ["--validation", validation]) == 0
+        out = capsys.readouterr().out
+        assert "n/a" not in out, out
+        last = [line for line in out.splitlines() if "RMSE on all 150 rows" in line]
+        assert len(last) == 1 and "validation RMSE of" in last[0]
+

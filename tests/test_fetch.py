@@ -154,7 +154,8 @@ def test_corrupted_download_is_rejected_and_not_cached(server, no_local_data, mo
         load_dataset("mg", cache_dir=cache)
     assert isinstance(info.value, ValueError)
     assert server.url + "/mg/mg_scale.csv" in str(info.value)
-    assert list((cache / "mg").iterdir()) == []  # no file, no temporary left behind
+    # no file, no temporary, and no empty folder left behind
+    assert not (cache / "mg").exists()
     server.mode = "ok"
     load_dataset("mg", cache_dir=cache)
     assert _sha256(cache / "mg" / "mg_scale.csv") == _fetch.REGISTRY["mg/mg_scale.csv"].sha256

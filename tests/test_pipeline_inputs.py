@@ -161,7 +161,8 @@ def test_tune_and_make_objective_accept_pandas(data):
     kw = dict(centers=10, epochs=3, random_state=0, progress=False, validation=0.25)
     res_pd, res_np = nh.tune(df, ys, **kw), nh.tune(X, y, **kw)
     np.testing.assert_array_equal(res_pd.history.objective, res_np.history.objective)
-    np.testing.assert_array_equal(res_pd.model.predict(X), res_np.model.predict(X))
+    assert res_pd.model.feature_names_in_.tolist() == ["a", "b", "c"]
+    np.testing.assert_array_equal(res_pd.model.predict(df), res_np.model.predict(X))
     params = res_np.params
     assert nh.make_objective("prop", df, ys).value(params) == nh.make_objective("prop", X, y).value(params)
 

@@ -4,6 +4,13 @@ P1 (shared/design/BENCHMARKS.md): synthetic data, n = 20000, d = 8, m = 200
 centers = the first training rows, per-feature lengthscales 1, penalty 1e-4,
 float64.  Target for ``prop``: <= 68 ms median (reference library: 274 ms).
 
+``FlopFloorP1`` times the three ``n``-sized BLAS products every exact
+objective needs at the P1 size (docs/performance-ops.md, "Flop account of
+the exact objectives"): the triangular solve :math:`A = L^{-1}K^T`
+(:math:`nm^2` flops), the Gram matrix :math:`AA^T` (:math:`nm^2`, a
+symmetric rank-k product) and the cotangent product :math:`W^TA`
+(:math:`2nm^2`), single-threaded and on all threads, in NumPy's BLAS.
+
 Protein: the training part of CASP (80% of 45730 rows, standardized),
 m = 200 first training rows, same hyperparameters; skipped when the data
 folder is missing.
@@ -80,3 +87,40 @@ class ObjectivesProtein:
 
     def time_value_and_grad(self, name):
         self.obj.value_and_grad(self.theta)
+
+
+class FlopFloorP1:
+    """The n-sized BLAS products of the exact objectives at the P1 size (n = 20000, m = 200), float64."""
+
+    params = [[1, 0]]
+    param_names = ["threads"]  # 1: one BLAS thread; 0: the library's default
+    number = 1
+    repeat = (5, 15, 30.0)
+
+    def setup(self, threads):
+        from threadpoolctl import threadpool_limits
+
+        self._limit = threadpool_limits(limits=threads if threads else None, user_api="blas")
+        rng = np.random.default_rng(0)
+        n, m = 20000, 200
+        X = rng.standard_normal((m + 2 * m, m))
+        self.L = np.linalg.cholesky(X.T @ X / (3 * m))
+        self.K = rng.uniform(0.0, 1.0, (m, n))
+        self.A = np.empty_like(self.K)
+        self.W = rng.standard_normal((m, m))
+        self.G = np.empty((m, n))
+
+    def teardown(self, threads):
+        self._limit.restore_original_limits()
+
+    def time_triangular_solve(self, threads):
+        from nyhopt._blas import trsm
+
+        self.A[...] = self.K
+        trsm(self.L, self.A, lower=True, overwrite_b=True)
+
+    def time_gram_syrk(self, threads):
+        self.K @ self.K.T
+
+    def time_cotangent_gemm(self, threads):
+        np.matmul(self.W.T, self.K, out=self.G)

@@ -97,7 +97,7 @@ from .._threads import cpu_threads
 from ..backend import get_namespace
 from ..kernels import Kernel, KernelGrad, make_kernel
 from ..kernels._base import check_finite_grad
-from ..ops import adjoint_dense, adjoint_lowrank
+from ..ops import adjoint_dense, adjoint_factored, adjoint_lowrank
 from ..params import Params
 from ..solvers import jitter  # the one per-dtype jitter (1e-10 float64, 1e-6 float32)
 
@@ -119,8 +119,12 @@ WRT_ALL = ("penalty", "lengthscale", "centers", "amplitude")
 class KernelCotangent(NamedTuple):
     """Cotangent of one kernel block :math:`k(X_b, Z)`.
 
-    Give either a dense ``G`` of shape ``(n_b, m)`` or a low-rank pair
-    ``P`` ``(n_b, r)``, ``Q`` ``(m, r)`` meaning :math:`G = P Q^T`.
+    Give either a dense ``G`` of shape ``(n_b, m)``, or a low-rank pair
+    ``P`` ``(n_b, r)``, ``Q`` ``(m, r)`` meaning :math:`G = P Q^T`, or
+    ``products`` (with an optional low-rank pair) meaning
+    :math:`G = \\mathrm{diag}(u_0)B_0V_0 + PQ^T + \\sum_{k\\ge1}\\mathrm{diag}(u_k)B_kV_k`,
+    which is contracted block by block without forming ``G``
+    (:func:`nyhopt.ops.adjoint_factored`).
 
     Attributes
     ----------
@@ -129,12 +133,18 @@ class KernelCotangent(NamedTuple):
         split, or a sample of rows.
     G : array (n_b, m) or None
     P, Q : arrays or None
+    products : tuple of ``(B (n_b, r), u (n_b,) or None, V (r, m))``, default ()
+    KT : array (m, n_b) or None
+        ``k(Z, X_b)`` if the objective kept it (read instead of evaluating
+        the kernel again), with ``products`` or ``P, Q``.
     """
 
     X: object
     G: object = None
     P: object = None
     Q: object = None
+    products: tuple = ()
+    KT: object = None
 
 
 class Cotangents(NamedTuple):
@@ -271,6 +281,8 @@ def params_gradient(kernel, Z, cotangents, params, wrt=WRT_ALL, xp=np) -> Params
         for block in cotangents.nm:
             if block.G is not None:
                 kg = adjoint_dense(kernel, block.X, Z, block.G, wrt=kwrt)
+            elif block.products or block.KT is not None:
+                kg = adjoint_factored(kernel, block.X, Z, block.products, block.P, block.Q, KT=block.KT, wrt=kwrt)
             else:
                 kg = adjoint_lowrank(kernel, block.X, Z, block.P, block.Q, wrt=kwrt)
             if kg.lengthscale is not None:

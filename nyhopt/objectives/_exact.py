@@ -15,14 +15,21 @@ Every cotangent on :math:`K` produced here has the form
 :math:`G_{nm} = A^T W + \\sum_k P_k Q_k^T` with :math:`W` (m x m) and thin
 :math:`P_k` (n x p): because :math:`K = A^T L^T`, a product :math:`K V`
 is :math:`A^T (L^T V)`.  :class:`CotangentBuilder` accumulates :math:`W`,
-the thin pairs, :math:`G_{mm}` and :math:`g_\\lambda`, and forms
-:math:`G_{nm}` with a single ``n x m x m`` product at the end.
+the thin pairs, :math:`G_{mm}` and :math:`g_\\lambda`.  On the CPU it hands
+:math:`G_{nm}` to the kernel adjoint in this factored form
+(:func:`nyhopt.ops.adjoint_factored`), which forms and contracts it one
+block of rows at a time, so it is never stored; on the GPU it is formed
+with a single ``n x m x m`` product.
 
 Cost: one ``n x m`` kernel matrix, one triangular solve for :math:`A`
-(:math:`n m^2`), one Gram product :math:`S` (:math:`n m^2`), one product
-:math:`A^T W` for the gradient (:math:`n m^2`); everything else is
-:math:`O(m^3 + n m p)`.  Memory: :math:`K` is overwritten by :math:`A`, so
-at most two ``n x m`` arrays exist (:math:`A` and :math:`G_{nm}`).
+(:math:`n m^2` flops), one Gram product :math:`S` (:math:`n m^2`, a
+symmetric rank-k update), one product :math:`A^T W` for the gradient
+(:math:`2 n m^2`); everything else is :math:`O(m^3 + n m (p + d))`
+(``docs/performance-ops.md`` has the account per objective).  Memory: for
+a value, :math:`K^T` is overwritten by :math:`A`; for a gradient with the
+Gaussian kernel :math:`K^T` is kept (:attr:`Factors.KT`, read by the
+adjoint instead of evaluating the kernel again), so two ``n x m`` arrays
+exist (:math:`A` and :math:`K^T`; on the GPU :math:`A` and :math:`G_{nm}`).
 
 Precision: ``n x m`` arrays keep the data dtype; everything ``m x m``
 (:math:`L`, :math:`S`, :math:`C`, :math:`W`, :math:`G_{mm}`) and all
@@ -35,7 +42,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .._blas import gemm_update, potrf, trsm
-from .._parallel import map_ranges, min_rows
+from .._config import block_rows
+from .._parallel import active_workers, map_ranges, min_rows
 from ..backend import is_cupy_namespace
 from ..errors import IllConditionedError
 from ..ops import kernel_matrix
@@ -56,6 +64,8 @@ __all__ = [
     "logdet_M",
     "kmm_factor",
     "solve_lower_inplace",
+    "solve_lower_copy",
+    "kernel_reused",
     "gram",
     "sym",
 ]
@@ -129,6 +139,10 @@ class Factors(NamedTuple):
     n_lam : float
         :math:`n \\lambda` with ``n`` the number of rows.
     n : int
+    KT : array (m, n) or None
+        The kernel matrix :math:`K^T = k(Z, X)` when :func:`factorize` was
+        asked to keep it (the Gaussian kernel's adjoint reads it instead of
+        evaluating the kernel again); None otherwise.
     """
 
     At: object
@@ -137,6 +151,7 @@ class Factors(NamedTuple):
     C: object
     n_lam: float
     n: int
+    KT: object = None
 
 
 def kmm_factor(kernel, Z, xp):
@@ -166,11 +181,23 @@ def gram(A, xp, weights=None):
     """:math:`A A^T` (or :math:`A\\,\\mathrm{diag}(w)A^T`) in float64 for ``A`` (m, n).
 
     On the CPU the column ranges run on the worker pool and their partial
-    products are summed in float64.
+    products are summed in float64.  Non-negative weights are applied as
+    :math:`(A\\,\\mathrm{diag}\\sqrt w)(A\\,\\mathrm{diag}\\sqrt w)^T`, a
+    symmetric rank-k product (half the flops of a general product).
     """
+    if weights is not None and not bool(xp.all(weights >= 0)):
+        root = None
+    else:
+        root = None if weights is None else xp.sqrt(weights.astype(xp.float64, copy=False))
+
     def part(lo, hi):
         a = A[:, lo:hi]
-        b = a if weights is None else a * weights[lo:hi][None, :].astype(a.dtype, copy=False)
+        if weights is None:
+            return (a @ a.T).astype(xp.float64, copy=False)
+        if root is not None:
+            a = a * root[lo:hi][None, :].astype(a.dtype, copy=False)
+            return (a @ a.T).astype(xp.float64, copy=False)
+        b = a * weights[lo:hi][None, :].astype(a.dtype, copy=False)
         return (a @ b.T).astype(xp.float64, copy=False)
 
     parts = [part(0, A.shape[1])] if is_cupy_namespace(xp) else map_ranges(part, A.shape[1], min_rows(A.shape[0]))
@@ -180,7 +207,41 @@ def gram(A, xp, weights=None):
     return sym(out)
 
 
-def factorize(kernel, X, Z, penalty, xp, L=None):
+def kernel_reused(kernel, xp) -> bool:
+    """Whether the gradient of ``kernel`` reads a kept :math:`K^T` (:attr:`Factors.KT`).
+
+    True for the Gaussian kernel on the CPU (Numba adjoints), whose
+    :math:`\\varphi' = -\\varphi/2` is read from the kernel matrix; the
+    other kernels evaluate :math:`\\varphi'` anyway, and the GPU path forms
+    the dense cotangent.
+    """
+    from .. import ops
+
+    return (not is_cupy_namespace(xp) and getattr(kernel, "kind", None) == "gaussian"
+            and ops.CPU_IMPL["adjoint_dense"] == "numba")
+
+
+def solve_lower_copy(L, B, xp):
+    """``L^{-1} B`` into a new array, ``B`` (m, n) kept.
+
+    On the CPU each column range of the worker pool copies its columns and
+    solves them in place: the same ranges and calls as
+    :func:`solve_lower_inplace`, hence the same numbers.
+    """
+    if is_cupy_namespace(xp) or not B.flags.c_contiguous:
+        return tri_solve(L, B, xp)
+    out = np.empty_like(B)
+    Lc = L.astype(B.dtype, copy=False)
+
+    def part(lo, hi):
+        out[:, lo:hi] = B[:, lo:hi]
+        trsm(Lc, out[:, lo:hi], lower=True, overwrite_b=True)
+
+    map_ranges(part, B.shape[1], min_rows(B.shape[0]))
+    return out
+
+
+def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False):
     """Factorize :math:`B = K^T K + n\\lambda(K_{mm} + \\epsilon I)` for the rows ``X``.
 
     Parameters
@@ -192,6 +253,10 @@ def factorize(kernel, X, Z, penalty, xp, L=None):
     xp : module
     L : array (m, m), optional
         Cholesky factor of :math:`K_{mm} + \\epsilon I` if already known.
+    keep_kernel : bool, default False
+        Keep :math:`K^T = k(Z, X)` in :attr:`Factors.KT` when the gradient
+        reads it (:func:`kernel_reused`): one more ``n x m`` array, one
+        kernel evaluation fewer.  Pass the evaluation's ``need_grad``.
 
     Returns
     -------
@@ -200,15 +265,18 @@ def factorize(kernel, X, Z, penalty, xp, L=None):
     n = X.shape[0]
     if L is None:
         L = kmm_factor(kernel, Z, xp)
-    # K^T = k(Z, X) (m, n), C-contiguous and ours: overwritten by A = L^{-1} K^T.
-    A = solve_lower_inplace(L, kernel_matrix(kernel, Z, X), xp)
+    KT = kernel_matrix(kernel, Z, X)  # K^T = k(Z, X) (m, n), C-contiguous and ours
+    if keep_kernel and kernel_reused(kernel, xp):
+        A = solve_lower_copy(L, KT, xp)
+    else:
+        A, KT = solve_lower_inplace(L, KT, xp), None  # overwritten by A = L^{-1} K^T
     S = gram(A, xp)
     n_lam = float(n * penalty)
     M = S.copy()
     idx = xp.arange(M.shape[0])
     M[idx, idx] += n_lam
     C = cholesky(M, xp, what="A A^T + n*lam*I")
-    return Factors(A.T, L, S, C, n_lam, n)
+    return Factors(A.T, L, S, C, n_lam, n, KT)
 
 
 class Fit(NamedTuple):
@@ -296,6 +364,7 @@ class CotangentBuilder:
         self.glam = 0.0
         self.glog = 0.0  # d / d log(lam), see Cotangents.log_penalty
         self.thin = []  # (P (n, r) data dtype, Q (m, r) float64): G_nm += P Q^T
+        self.products = []  # (B (n, r) data dtype, u (n,) or None, V (r, m) float64): G_nm += diag(u) B V
         self._cache = {}
 
     # cached m x m helpers
@@ -318,6 +387,15 @@ class CotangentBuilder:
     def add_W(self, W):
         """Add a dense :math:`W` (m, m): :math:`G_{nm} \\mathrel{+}= A^T W`."""
         self.W = W.copy() if self.W is None else self.W + W
+
+    def add_product(self, B, V, u=None):
+        """Add :math:`G_{nm} \\mathrel{+}= \\mathrm{diag}(u) B V` for ``B`` (n, r), ``V`` (r, m).
+
+        ``B`` is in the data dtype (a transposed view is fine) and is kept,
+        not copied, until the gradient is formed; ``u`` (n,) scales the rows
+        (None: no scaling).
+        """
+        self.products.append((B, u, V))
 
     def add_alpha_vjp(self, Vw, coef=1.0):
         """Add ``coef * <V, d alpha>`` given the *whitened* ``Vw = L^{-1} V`` (m, p).
@@ -420,6 +498,19 @@ class CotangentBuilder:
             W = U @ V.T if W is None else W + U @ V.T
         return W
 
+    def _thin_pair(self, dtype):
+        xp = self.xp
+        if not self.thin:
+            return None, None
+        P = xp.concatenate([xp.asarray(P, dtype=dtype) for P, _ in self.thin], axis=1)
+        Q = xp.concatenate([xp.asarray(Q, dtype=dtype) for _, Q in self.thin], axis=1)
+        return P, Q
+
+    def _products(self, dtype):
+        """``(B, u, V)`` of the products, ``V`` and ``u`` in ``dtype``."""
+        return [(B, None if u is None else u.astype(dtype, copy=False), V.astype(dtype, copy=False))
+                for B, u, V in self.products]
+
     def cotangent_nm(self, X):
         """The :class:`KernelCotangent` of :math:`K = k(X, Z)` for these rows.
 
@@ -427,23 +518,31 @@ class CotangentBuilder:
         otherwise low rank :math:`[P_k \\mid A^T U_j][Q_k \\mid V_j]^T`.
         """
         xp, At = self.xp, self.fac.At
-        if self.W is None:
+        if self.W is None and not self.products:
             Ps = [P for P, _ in self.thin] + [At @ U.astype(At.dtype) for U, _ in self.W_thin]
             Qs = [Q for _, Q in self.thin] + [V for _, V in self.W_thin]
             P = xp.concatenate([xp.asarray(P, dtype=At.dtype) for P in Ps], axis=1)
             Q = xp.concatenate([xp.asarray(Q, dtype=At.dtype) for Q in Qs], axis=1)
             return KernelCotangent(X, P=P, Q=Q)
-        Wd = self.dense_W().astype(At.dtype, copy=False)
-        P = Q = None
-        if self.thin:
-            P = xp.concatenate([xp.asarray(P, dtype=At.dtype) for P, _ in self.thin], axis=1)
-            Q = xp.concatenate([xp.asarray(Q, dtype=At.dtype) for _, Q in self.thin], axis=1)
+        W = self.dense_W()
+        Wd = (xp.zeros((At.shape[1], At.shape[1]), dtype=At.dtype) if W is None
+              else W.astype(At.dtype, copy=False))
+        P, Q = self._thin_pair(At.dtype)
+        prods = self._products(At.dtype)
         G = xp.empty((At.shape[0], Wd.shape[1]), dtype=At.dtype)
+        step = block_rows(At.shape[0], Wd.shape[1], G.dtype.itemsize, n_temps=max(1, active_workers()))
 
         def rows(lo, hi):  # row ranges on the worker pool in a pool phase
             xp.matmul(At[lo:hi], Wd, out=G[lo:hi])
             if P is not None:
                 add_outer(G[lo:hi], P[lo:hi], Q, xp)
+            for B, u, V in prods:  # in row blocks: no further n x m temporary
+                for start in range(lo, hi, step):
+                    sl = slice(start, min(start + step, hi))
+                    part = B[sl] @ V
+                    if u is not None:
+                        part *= u[sl, None]
+                    G[sl] += part
 
         if is_cupy_namespace(xp):
             rows(0, At.shape[0])
@@ -451,7 +550,28 @@ class CotangentBuilder:
             map_ranges(rows, At.shape[0], min_rows(Wd.shape[0]))
         return KernelCotangent(X, G=G)
 
+    def cotangent_factored(self, X):
+        """:meth:`cotangent_nm` as products, :math:`G_{nm} = A^T W + \\sum P_kQ_k^T + \\ldots`, never formed.
+
+        The kernel adjoint (:func:`nyhopt.ops.adjoint_factored`) forms and
+        contracts ``G`` one block of rows at a time, and reads the kernel
+        matrix kept by :func:`factorize` (:attr:`Factors.KT`) when there is one.
+        """
+        if self.W is None and not self.products:
+            kc = self.cotangent_nm(X)  # low rank
+            return kc if self.fac.KT is None else kc._replace(KT=self.fac.KT)
+        At = self.fac.At
+        W = self.dense_W()
+        P, Q = self._thin_pair(At.dtype)
+        prods = ([] if W is None else [(At, None, W.astype(At.dtype, copy=False))]) + self._products(At.dtype)
+        return KernelCotangent(X, P=P, Q=Q, products=tuple(prods), KT=self.fac.KT)
+
     def cotangents(self, X, extra_nm=()):
-        """Finish: a :class:`~nyhopt.objectives._base.Cotangents` for rows ``X``."""
-        nm = (self.cotangent_nm(X),) + tuple(extra_nm)
+        """Finish: a :class:`~nyhopt.objectives._base.Cotangents` for rows ``X``.
+
+        On the CPU the cotangent on :math:`k(X, Z)` is in factored form
+        (:meth:`cotangent_factored`); on the GPU it is dense (:meth:`cotangent_nm`).
+        """
+        nm_block = self.cotangent_nm(X) if is_cupy_namespace(self.xp) else self.cotangent_factored(X)
+        nm = (nm_block,) + tuple(extra_nm)
         return Cotangents(nm=nm, mm=sym(self.Gmm), penalty=self.glam, log_penalty=self.glog)

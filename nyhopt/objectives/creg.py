@@ -49,7 +49,7 @@ class CReg(Objective):
 
     def _evaluate(self, ctx):
         xp, n, p, s2 = self.xp, self.n, self.p, self.noise_variance
-        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp)
+        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad)
         f = fit(fac, self.Y, xp)
         D = trace_hat(fac, xp)
         terms = {"data_fit": f.rss / (n * p), "effective_dimension": 2.0 * s2 * D / n}

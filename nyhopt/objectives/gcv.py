@@ -70,7 +70,7 @@ class GCV(Objective):
 
     def _evaluate(self, ctx):
         xp, n, p = self.xp, self.n, self.p
-        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp)
+        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad)
         f = fit(fac, self.Y, xp)
         D = trace_hat(fac, xp)
         ratio = n / (n - D)

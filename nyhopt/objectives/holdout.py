@@ -39,7 +39,7 @@ import numpy as np
 
 from ..ops import kernel_matrix
 from ._base import Evaluation, KernelCotangent, Objective
-from ._exact import CotangentBuilder, _sumsq, factorize, fit, tri_solve
+from ._exact import CotangentBuilder, _sumsq, factorize, fit, kernel_reused, tri_solve
 
 __all__ = ["Holdout"]
 
@@ -104,16 +104,18 @@ class Holdout(Objective):
 
     def _evaluate(self, ctx):
         xp = self.xp
-        fac = factorize(ctx.kernel, self._Xt, ctx.Z, ctx.penalty, xp)
+        fac = factorize(ctx.kernel, self._Xt, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad)
         f = fit(fac, self._Yt, xp)
-        Kv = kernel_matrix(ctx.kernel, self._Xv, ctx.Z)
-        Rv = self._Yv - Kv @ f.alpha.astype(Kv.dtype)
+        # K_v^T = k(Z, X_v) (m, n_val); computed in that order when the adjoint reads it again
+        keep = ctx.need_grad and kernel_reused(ctx.kernel, xp)
+        KvT = kernel_matrix(ctx.kernel, ctx.Z, self._Xv) if keep else kernel_matrix(ctx.kernel, self._Xv, ctx.Z).T
+        Rv = self._Yv - KvT.T @ f.alpha.astype(KvT.dtype)
         c = 1.0 / (self.n_val * self.p)
         terms = {"validation_error": _sumsq(Rv, xp) * c}
         if not ctx.need_grad:
             return Evaluation(terms)
         b = CotangentBuilder(fac, self._Yt, f, xp)
-        b.add_alpha_vjp(tri_solve(fac.L, (Kv.T @ Rv).astype(xp.float64), xp), -2.0 * c)
-        del Kv
-        val = KernelCotangent(self._Xv, P=Rv, Q=((-2.0 * c) * f.alpha).astype(Rv.dtype))
+        b.add_alpha_vjp(tri_solve(fac.L, (KvT @ Rv).astype(xp.float64), xp), -2.0 * c)
+        val = KernelCotangent(self._Xv, P=Rv, Q=((-2.0 * c) * f.alpha).astype(Rv.dtype), KT=KvT if keep else None)
+        del KvT
         return Evaluation(terms, b.cotangents(self._Xt, extra_nm=(val,)))

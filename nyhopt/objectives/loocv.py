@@ -39,9 +39,7 @@ and in factored form, with :math:`\\Psi = VUV^T` and :math:`X_1 = C^{-1}L^{-1}`:
 """
 from __future__ import annotations
 
-from .._config import block_rows
-from ._base import Cotangents, Evaluation, Objective
-from .._parallel import active_workers, map_ranges
+from ._base import Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, gram, solve_lower_inplace, sym, tri_solve
 
 __all__ = ["LOOCV"]
@@ -77,7 +75,7 @@ class LOOCV(Objective):
     def _evaluate(self, ctx):
         xp, n, p = self.xp, self.n, self.p
         f64 = xp.float64
-        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp)
+        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad)
         f = fit(fac, self.Y, xp)
         At = fac.At
         Vt = solve_lower_inplace(fac.C, At.T.copy(), xp).T  # (n, m): V^T, V = C^{-1} A
@@ -103,19 +101,6 @@ class LOOCV(Objective):
         b.Gmm -= (2.0 * c * fac.n_lam) * sym(X1.T @ PsiX1)
         Ci = tri_solve(fac.C, xp.eye(fac.C.shape[0]), xp)
         b.add_penalty(-2.0 * c * n * float(xp.sum(Psi * (Ci @ Ci.T))))
-        kc = b.cotangent_nm(self.X)
-        # G_nm += 4c diag(u) V^T X1, in row blocks (no third n x m temporary)
-        X1c = ((4.0 * c) * X1).astype(Vt.dtype)
-        uc = u[:, None].astype(Vt.dtype)
-        step = block_rows(n, X1c.shape[0], Vt.dtype.itemsize, n_temps=max(1, active_workers()))
-
-        def add_rows(lo, hi):
-            for start in range(lo, hi, step):
-                rows = slice(start, min(start + step, hi))
-                part = Vt[rows] @ X1c
-                part *= uc[rows]
-                kc.G[rows] += part
-
-        map_ranges(add_rows, n)
-        del Vt
-        return Evaluation(terms, Cotangents(nm=(kc,), mm=sym(b.Gmm), penalty=b.glam, log_penalty=b.glog))
+        # G_nm += 4c diag(u) V^T X1: formed block by block with the rest of G_nm
+        b.add_product(Vt, (4.0 * c) * X1, u)
+        return Evaluation(terms, b.cotangents(self.X))

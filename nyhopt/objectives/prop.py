@@ -104,7 +104,7 @@ class Prop(Objective):
     def _evaluate(self, ctx):
         xp, n, p, s2, lam = self.xp, self.n, self.p, self.noise_variance, ctx.penalty
         c = float(n) ** 2 if self.normalization == "released" else float(n)
-        fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp)
+        fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp, keep_kernel=ctx.need_grad)
         f = fit(fac, self.Y, xp)
         D = trace_hat(fac, xp)
         T = trace_knn(ctx.kernel, self.X, xp) - trace_nystrom(fac, xp)

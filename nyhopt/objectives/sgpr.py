@@ -128,7 +128,7 @@ class SGPR(Objective):
 
     def _evaluate(self, ctx):
         xp, n, p, lam, a = self.xp, self.n, self.p, ctx.penalty, ctx.amplitude
-        fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp)
+        fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp, keep_kernel=ctx.need_grad)
         m = fac.L.shape[0]
         f = fit(fac, self.Y, xp)
         T = trace_knn(ctx.kernel, self.X, xp) - trace_nystrom(fac, xp)

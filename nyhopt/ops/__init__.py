@@ -13,6 +13,9 @@ Inside a ``"pool"`` phase (:mod:`nyhopt._threads`, the exact objectives) the
 kernel matrix, ``kmv`` and the adjoints cut the rows of ``X`` into ranges
 that run on nyhopt's worker threads; ``kmtv`` and ``normal_matvec`` are not
 split, so that their float32 results keep a single float64 accumulation.
+:func:`adjoint_factored` contracts a cotangent given as products (that of
+the exact objectives) block by block without forming it
+(:mod:`nyhopt.ops._factored`).
 :mod:`nyhopt.ops.cached` holds the kernel matrix for repeated products.
 """
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = [
     "normal_matvec",
     "adjoint_dense",
     "adjoint_lowrank",
+    "adjoint_factored",
     "CPU_IMPL",
     "set_cpu_impl",
 ]
@@ -211,3 +215,82 @@ def adjoint_lowrank(kernel, X, Z, P, Q, wrt=("lengthscale", "centers")):
         return _sum_grads(map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, P2[lo:hi], Q2, ell, xp, wrt=tuple(wrt)),
                                      n, min_rows(m)))
     return impl(kernel, X, Z, P2, Q2, ell, xp, wrt=tuple(wrt))
+
+
+def _factored_dense(products, P, Q, xp):
+    """``G = diag(u_0) B_0 V_0 + P Q^T + sum_{k>0} diag(u_k) B_k V_k`` as one dense array."""
+    G = None
+    terms = list(products[:1]) + [("thin", P, Q)] + list(products[1:])
+    for B, u, V in terms:
+        if isinstance(B, str):
+            if u is None:
+                continue
+            part = u @ V.T
+        else:
+            part = B @ V
+            if u is not None:
+                part = part * u[:, None]
+        G = part if G is None else G + part
+    return G
+
+
+def adjoint_factored(kernel, X, Z, products=(), P=None, Q=None, *, KT=None, wrt=("lengthscale", "centers")):
+    """Gradients of ``<G, k(X, Z)>`` for a cotangent given as products, without forming ``G``.
+
+    .. math:: G = \\mathrm{diag}(u_0) B_0 V_0 + P Q^T + \\sum_{k \\ge 1} \\mathrm{diag}(u_k) B_k V_k
+
+    (the terms are added in this order).  On the CPU (Numba) the rows are
+    processed in blocks that stay in cache: each block of ``G`` is formed by
+    BLAS products and contracted at once, so no ``n x m`` array is written;
+    on other back ends ``G`` is formed and passed to :func:`adjoint_dense`.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : array (n, d)
+    Z : array (m, d)
+    products : sequence of ``(B, u, V)``
+        ``B`` (n, r) (a transposed view is fine), ``u`` (n,) or None (no
+        row scaling), ``V`` (r, m).
+    P, Q : arrays (n, r), (m, r), optional
+        A low-rank part :math:`P Q^T`.
+    KT : array (m, n), optional
+        ``kernel_matrix(kernel, Z, X)`` if the caller kept it: the Gaussian
+        kernel then reads :math:`\\varphi'` from it instead of evaluating
+        the kernel again.  Must be exactly that matrix.
+    wrt : iterable of {"lengthscale", "centers", "X"}
+
+    Returns
+    -------
+    KernelGrad
+        float64 gradients, as :func:`adjoint_dense` of the dense ``G``.
+    """
+    xp, X, Z, ell = _prepare(kernel, X, Z)
+    n, m = X.shape[0], Z.shape[0]
+    prods = []
+    for B, u, V in products:
+        B, V = xp.asarray(B), xp.asarray(V)
+        if B.ndim != 2 or V.ndim != 2 or B.shape[0] != n or V.shape != (B.shape[1], m):
+            raise ValueError(f"products: need B (n={n}, r) and V (r, m={m}), got {tuple(B.shape)} and {tuple(V.shape)}")
+        if u is not None:
+            u = xp.asarray(u).astype(X.dtype, copy=False)
+            if u.shape != (n,):
+                raise ValueError(f"products: the row scaling u must have shape ({n},), got {tuple(u.shape)}")
+        prods.append((B.astype(X.dtype, copy=False), u, V.astype(X.dtype, copy=False)))
+    if (P is None) != (Q is None):
+        raise ValueError("P and Q must be given together")
+    if P is not None:
+        P = _operand(P, "P", n, X.dtype, xp)
+        Q = _operand(Q, "Q", m, X.dtype, xp)
+        if P.shape[1] != Q.shape[1]:
+            raise ValueError(f"P and Q must have the same number of columns, got {P.shape[1]} and {Q.shape[1]}")
+    if not prods and P is None:
+        raise ValueError("adjoint_factored needs at least one product or a low-rank part P, Q")
+    if KT is not None and tuple(KT.shape) != (m, n):
+        raise ValueError(f"KT must have shape {(m, n)}, got {tuple(KT.shape)}")
+    wrt = tuple(wrt)
+    if not is_cupy_namespace(xp) and CPU_IMPL["adjoint_dense"] == "numba":
+        from . import _factored
+
+        return _factored.adjoint_factored(kernel, X, Z, prods, P, Q, ell, xp, wrt=wrt, KT=KT)
+    return adjoint_dense(kernel, X, Z, _factored_dense(prods, P, Q, xp), wrt=wrt)

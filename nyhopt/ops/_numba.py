@@ -108,6 +108,29 @@ _LOOP = dict(cache=True, nogil=True, error_model="numpy", fastmath={"contract", 
 _PAR = dict(_LOOP, parallel=True)
 _EXACT = dict(cache=True, nogil=True, error_model="numpy", fastmath=False)
 
+
+def _disk_cache_works() -> bool:
+    """Whether Numba finds a writable place for the compiled loops of this file.
+
+    Next to the source when the install is writable, else ``NUMBA_CACHE_DIR``
+    or the user's cache folder.  Without any, ``cache=True`` would make the
+    decorators below raise at import: the loops are then compiled in every
+    process instead (:data:`DISK_CACHE` is False).
+    """
+    try:
+        from numba.core.caching import FunctionCache
+
+        FunctionCache(_disk_cache_works)
+        return True
+    except Exception:  # RuntimeError: no locator; anything else: do not let caching break the import
+        return False
+
+
+#: Whether the compiled loops are kept on disk across processes (see :func:`_disk_cache_works`).
+DISK_CACHE = _disk_cache_works()
+if not DISK_CACHE:
+    _LOOP["cache"] = _PAR["cache"] = _EXACT["cache"] = False
+
 #: Fewer kernel entries than this per task are not worth a hand-off to nyhopt's workers.
 _MIN_CHUNK_ENTRIES = 2**15
 
@@ -673,3 +696,4 @@ def adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=("lengthscale", "centers"))
         _chunked(_adjoint_lowrank, X.shape[0] * Zt.shape[1], code, X, ell_full, Zt, P, Qt, *acc)
 
     return _adjoint(run, X, Zt, ell, ell_full, flags)
+

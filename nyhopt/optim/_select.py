@@ -277,6 +277,7 @@ def tune_by_validation(tune, options):
         one (the message names ``validation``), and whatever
         :func:`nyhopt.tune` refuses.
     """
+    from .._centers import fit_centers
     from .tune import _check_dtype, _initial_params, _split_validation
 
     t_start = time.perf_counter()
@@ -303,7 +304,10 @@ def tune_by_validation(tune, options):
     retune = folds or (isinstance(validation, numbers.Real) and not isinstance(validation, (bool, np.bool_)))
     if folds:
         k = check_folds(validation, X.shape[0])
-        start = _initial_params(X, options["centers"], options["penalty"], options["lengthscale"],
+        centers = options["centers"]
+        if isinstance(centers, numbers.Integral) and not isinstance(centers, (bool, np.bool_)):
+            centers = fit_centers(int(centers), X.shape[0] - math.ceil(X.shape[0] / k))  # the smallest training part
+        start = _initial_params(X, centers, options["penalty"], options["lengthscale"],
                                 options["kernel"], options["ard"], rng, xp)
         every = np.arange(X.shape[0])
         splits = [(np.setdiff1d(every, rows, assume_unique=True), rows)

@@ -24,6 +24,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._centers import fit_centers
+from .._estimator_params import check_feature_names_arg
 from .._validation import check_labels, check_lengthscale, check_matrix, check_real
 from ..backend import as_native, get_namespace, to_numpy
 from ..distributed._detect import any_dask_array, is_dask_array
@@ -102,6 +104,19 @@ class TuneResult(NamedTuple):
     candidates: tuple = ()
     validation_scores: object = None
 
+    def __repr__(self):
+        """A short summary: the centers and long lengthscale vectors by their shape only."""
+        p = self.params
+        ell = np.asarray(p.lengthscale)
+        ell_s = (np.array2string(ell, precision=4, separator=", ") if ell.size <= 4 else
+                 f"<{ell.size} values, min {ell.min():.4g}, median {np.median(ell):.4g}, max {ell.max():.4g}>")
+        name = getattr(self.objective, "name", type(self.objective).__name__)
+        cands = f", candidates={[c.objective for c in self.candidates]}" if self.candidates else ""
+        return (f"TuneResult(task={self.task!r}, objective={name!r}, best_epoch={self.best_epoch}, "
+                f"epochs_run={max(len(self.history) - 1, 0)}, stop_reason={self.stop_reason!r}, "
+                f"elapsed={self.elapsed:.3g} s, penalty={p.penalty:.4g}, lengthscale={ell_s}, "
+                f"centers=<array of shape {tuple(p.centers.shape)}>, model={type(self.model).__name__}{cands})")
+
 
 # ----------------------------------------------------------------------------- argument checks
 
@@ -172,7 +187,7 @@ def _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, xp, clie
     elif not ard and ell.size != 1:
         raise ValueError("ard=False means one lengthscale shared by all features; give a scalar lengthscale")
     if isinstance(centers, numbers.Integral) and not isinstance(centers, bool):
-        Z = initial_centers(X, int(centers), rng, client=client)
+        Z = initial_centers(X, fit_centers(int(centers), n), rng, client=client)
         if on_dask:
             Z = to_numpy(Z)
     elif isinstance(centers, (bool, np.bool_, str, float)) or centers is None:
@@ -214,6 +229,16 @@ def _build_objective(objective, X, enc, kernel, random_state, options):
     return make_objective(objective, X, enc.Y, kernel=kernel, **options)
 
 
+def _warn_auto_classification(y):
+    """Warn when ``task="auto"`` took numbers for class labels (text and booleans are plainly labels)."""
+    arr = y.get() if hasattr(y, "get") else np.asarray(y)
+    if arr.dtype.kind in "iuf":
+        warnings.warn(
+            f"task='auto': y holds {np.unique(arr).size} distinct integer values, so a classifier is tuned; "
+            "pass task='regression' to regress on them (or task='classification' to say so and silence "
+            "this warning)", UserWarning, stacklevel=3)
+
+
 def _final_model(task, kernel, params, X, y, dtype, solver, client=None, amplitude=None):
     from ..estimator import NystromKRR, NystromKRRClassifier
 
@@ -236,16 +261,18 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
          random_state=0, validation=None, progress=True, *, penalty=None, lengthscale=None,
          freeze=(), patience=10, min_delta=0.0, callback=None, task="auto", dtype=None,
          objective_options=None, solver="auto", record_terms=True, track_errors=None,
-         b1=0.9, b2=0.999, eps=1e-8, client=None, checkpoint=None) -> TuneResult:
+         b1=0.9, b2=0.999, eps=1e-8, client=None, checkpoint=None, feature_names=None) -> TuneResult:
     r"""Tune penalty, lengthscales and centers of N-KRR by Adam on an objective.
 
     Parameters
     ----------
     X : array of shape (n, d)
         Training inputs (NumPy or CuPy; float32 or float64, integers become
-        float64).  Never modified.  Standardize the columns first, as the paper
-        does (:class:`~nyhopt.HyperoptKRR` with ``standardize=True`` and the
-        command line do it for you).
+        float64; a DataFrame, whose column names ``result.model`` keeps as
+        ``feature_names_in_``).  Never modified.  Standardize the columns
+        first, as the paper does (:class:`~nyhopt.HyperoptKRR` and the command
+        line do it for you; :func:`tune` works in the coordinates it is given,
+        because the model it returns has no input scaling of its own).
     y : array of shape (n,) or (n, p)
         Targets: values (regression) or class labels (classification).
     objective : str or list of str, default "prop"
@@ -266,7 +293,8 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         candidate's epochs in turn.
     centers : int or array of shape (m, d), default 100
         Number of Nystrom centers (a random subset of the rows of ``X``) or
-        the initial centers themselves.
+        the initial centers themselves.  A number larger than the training
+        rows uses every row, with a warning (as scikit-learn's ``Nystroem``).
     epochs : int, default 200
         Maximal number of Adam steps (full batch; the paper's value).
     lr : float, default 0.05
@@ -312,7 +340,9 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         :class:`TuneRecord`); return True to stop.
     task : {"auto", "regression", "classification"}, default "auto"
         "auto": classification for 1-D labels that are strings, booleans or
-        integers with at most 20 distinct values, regression otherwise.
+        integers with at most 20 distinct values, regression otherwise.  When
+        "auto" takes numbers for class labels it warns (``UserWarning``):
+        pass ``task="regression"`` to regress on them.
     dtype : {None, "float32", "float64"}, default None
         dtype of the data during tuning (None keeps the dtype of ``X``).
         Hyperparameters and optimizer state are always float64.
@@ -342,6 +372,10 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         For dask arrays ``X``, ``y`` (objective "stoch-prop", regression):
         the cluster to run on; default the current client.  Refused for
         in-memory data.  See ``docs/scaling-out.md``.
+    feature_names : sequence of str, optional
+        Names of the columns of ``X``, kept by ``result.model`` as
+        ``feature_names_in_`` (for a dask array or any array without
+        column names; a DataFrame's own names are taken by default).
 
     Returns
     -------
@@ -391,7 +425,11 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         arguments = dict(locals())  # every argument, by name
         from ._select import tune_by_validation
 
-        return tune_by_validation(tune, arguments)
+        names = check_feature_names_arg(feature_names, X)
+        result = tune_by_validation(tune, arguments)
+        if names is not None:
+            result.model.feature_names_in_ = names
+        return result
     if isinstance(validation, numbers.Integral) and not isinstance(validation, (bool, np.bool_)):
         raise ValueError(f"validation={validation!r} is a number of folds, which chooses among a list of "
                          "objectives; with one objective give a fraction in (0, 1) or a tuple (X_val, y_val)")
@@ -406,6 +444,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {callback!r}")
     dask = any_dask_array(X, y)
+    names = check_feature_names_arg(feature_names, X)
     if client is not None and not dask:
         raise ValueError("client is only used with dask arrays X, y; leave it out for in-memory data")
     if not isinstance(kernel, (str, Kernel)):
@@ -432,6 +471,8 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         y = check_labels(y, "y")  # before any work: mixed label types fail here, not after tuning
         X = check_matrix(X, "X", xp, dtype=dtype, min_rows=2)
         dtype = X.dtype
+        if task == "auto" and resolve_task(y, task) == "classification":
+            _warn_auto_classification(y)
         task = resolve_task(y, task)
 
         X_val = y_val = None
@@ -551,7 +592,9 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     model = _final_model(task, template, best_params, X, y, dtype, solver, client,
                          amplitude=best_params.amplitude if obj.uses_amplitude else None)
     scores = None
-    if task == "regression" and not dask and X_val is not None:
+    if task == "regression" and not dask and X_val is not None:  # before the names: X_val is an array
         scores = predictive_scores(model, X_val, y_val)
+    if names is not None:
+        model.feature_names_in_ = names
     return TuneResult(model, best_params, history, obj, best_epoch, stop_reason, task,
                       time.perf_counter() - t_start, validation_scores=scores)
