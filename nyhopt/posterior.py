@@ -96,7 +96,7 @@ class VarianceModel(NamedTuple):
 
 def kmm_lower(kernel, Z, dtype, xp):
     """``L = chol(k(Z, Z) + eps I)``, lower, float64, ``eps`` of the data ``dtype``: the direct solver's factor."""
-    return kmm_upper(kernel, Z, dtype, xp).T.copy()
+    return kmm_upper(kernel, Z, dtype, xp).T  # a transposed view: no m x m copy
 
 
 def amplitude_from_fit(yy, AY, C, n_lam, n, xp):
@@ -156,11 +156,11 @@ def direct_fit(kernel, X, Z, Y, penalty, amplitude=None):
     """
     fac = direct_factors(kernel, X, Z, Y, penalty)
     xp = get_namespace(fac.Lt)
-    C = fac.Ct.T.copy()
+    C = fac.Ct.T  # lower factors as transposed views of the solver's upper ones: no m x m copies
     a = _check_amplitude(amplitude)
     if a is None:
         a = amplitude_from_fit(fac.yy, fac.AY, C, fac.n_lam, X.shape[0], xp)
-    return fac.alpha, VarianceModel(fac.Lt.T.copy(), C, fac.n_lam, float(a))
+    return fac.alpha, VarianceModel(fac.Lt.T, C, fac.n_lam, float(a))
 
 
 def fit_variance(kernel, X, Z, Y, penalty, amplitude=None):

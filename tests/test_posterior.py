@@ -151,8 +151,9 @@ def test_hyperopt_amplitude_sgpr_and_closed_form():
     assert mean.shape == std.shape == (30,)
     gcv = nh.HyperoptKRR(objective="gcv", centers=15, epochs=5, patience=None, random_state=0).fit(X, y)
     assert gcv.params_.amplitude == 1.0 and gcv.amplitude_ != 1.0  # SGPR's closed form at the tuned point
+    Xs = (X - gcv.x_mean_) / gcv.x_scale_  # the model's coordinates (standardize=True by default)
     ref = nh.NystromKRR(gcv.model_.kernel_, penalty=gcv.params_.penalty, centers=gcv.model_.centers_,
-                        solver="direct", normalize_y=True).fit(X, y)
+                        solver="direct", normalize_y=True).fit(Xs, y)
     assert gcv.amplitude_ == pytest.approx(ref.amplitude_, rel=1e-12)
 
 

@@ -81,7 +81,7 @@ def _variance_pass(est, kernel, data, Z, penalty):
     """
     Lt = kmm_upper(kernel, Z, data.dtype, np)
     S, AY, yy = data.reduce(block_whitened, data.broadcast((kernel, Z, Lt)))
-    return variance_model(0.5 * (S + S.T), AY, float(yy[0]), Lt.T.copy(), data.n, penalty, np,
+    return variance_model(0.5 * (S + S.T), AY, float(yy[0]), Lt.T, data.n, penalty, np,
                           amplitude=est.amplitude)
 
 
