@@ -59,6 +59,11 @@ OBJECTIVES = ["holdout", "loocv", "gcv", "creg", "sgpr", "prop", "stoch-prop"]
 VALIDATED = ["prop", "sgpr", "gcv"]
 #: ``sgpr-noamp``: SGPR with the kernel amplitude frozen at 1 (the objective before issue #13).
 METHODS = OBJECTIVES + ["sgpr-noamp", "validated"]
+#: ``<objective>:zero`` / ``<objective>:constant``: the objective with an explicit ``mean`` option (not run
+#: unless named in ``--methods``; ``--methods means`` names them all).
+MEANS = ("zero", "constant")
+MEAN_METHODS = [f"{o}:{m}" for o in OBJECTIVES for m in MEANS]
+ALL_METHODS = METHODS + MEAN_METHODS
 COLUMNS = ["dataset", "seed", "method", "test_error", "metric", "nlpd", "coverage", "seconds", "epochs",
            "n_train", "centers", "penalty", "amplitude", "chosen", "status"]
 STEM = "quality_vs_gpytorch"
@@ -84,6 +89,9 @@ def parse_args(argv=None):
     parser.add_argument("--validation", type=_validation, default=5,
                         help="validation= of the 'validated' method: an int k >= 2 (k folds, "
                              "default 5) or a fraction in (0, 1)")
+    parser.add_argument("--stem", default=STEM,
+                        help=f"file names <stem>.csv and <stem>.md (default {STEM}; the constant-mean "
+                             "comparison: --methods means --stem quality_mean)")
     parser.add_argument("--gpytorch-csv", type=Path, default=None,
                         help="CSV written by gpytorch_sgpr_baseline.py; its rows replace the "
                              "gpytorch rows")
@@ -97,9 +105,11 @@ def parse_args(argv=None):
         args.methods = list(METHODS)
     elif args.methods == ["none"]:
         args.methods = []
-    unknown = set(args.methods) - set(METHODS)
+    elif args.methods == ["means"]:
+        args.methods = list(MEAN_METHODS)
+    unknown = set(args.methods) - set(ALL_METHODS)
     if unknown:
-        parser.error(f"--methods: unknown {sorted(unknown)}; choose among {METHODS} or none")
+        parser.error(f"--methods: unknown {sorted(unknown)}; choose among {ALL_METHODS}, means or none")
     args.seeds = args.seeds if args.seeds is not None else ([0] if quick else [0, 1, 2, 3, 4])
     args.centers = args.centers or (10 if quick else 100)
     args.epochs = args.epochs or (3 if quick else 100)
@@ -155,8 +165,11 @@ def error_bars(ds, model):
 
 
 def one_run(ds, X, y, Z0, ell0, method, seed, args):
-    objective, validation, freeze = method, None, ()
-    if method == "validated":
+    objective, validation, freeze, options = method, None, (), None
+    if ":" in method:  # an explicit mean
+        objective, mean = method.split(":")
+        options = {"mean": mean}
+    elif method == "validated":
         objective, validation = VALIDATED, args.validation
     elif method == "sgpr-noamp":
         objective, freeze = "sgpr", ("amplitude",)
@@ -165,7 +178,7 @@ def one_run(ds, X, y, Z0, ell0, method, seed, args):
                          epochs=args.epochs, lr=args.lr, kernel="gaussian", ard=True,
                          random_state=seed, validation=validation, freeze=freeze, patience=None,
                          task="regression" if ds.task == "regression" else "classification",
-                         record_terms=False, track_errors=False, progress=False)
+                         record_terms=False, track_errors=False, progress=False, objective_options=options)
     chosen = result.objective.name if result.candidates else ""  # the validated choice
     nlpd, coverage = error_bars(ds, result.model)
     return {
@@ -217,7 +230,7 @@ def _key(row):
 def sorted_rows(rows):
     """Rows in table order: dataset, seed, method."""
     order = available_datasets()
-    methods = METHODS + ["gpytorch"]
+    methods = ALL_METHODS + ["gpytorch"]
     return sorted(rows.values(), key=lambda r: (
         order.index(r["dataset"]) if r["dataset"] in order else len(order), r["dataset"],
         int(r["seed"]), methods.index(r["method"]) if r["method"] in methods else len(methods)))
@@ -244,7 +257,7 @@ def summarize(rows):
     order = available_datasets()
     datasets = sorted({r["dataset"] for r in rows},
                       key=lambda d: (order.index(d) if d in order else len(order), d))
-    methods = [m for m in METHODS + ["gpytorch"] if any(r["method"] == m for r in rows)]
+    methods = [m for m in ALL_METHODS + ["gpytorch"] if any(r["method"] == m for r in rows)]
     errors, seconds, stats = [], [], {}
     bars = {"nlpd": [], "coverage": []}
     for name in datasets:
@@ -337,19 +350,40 @@ def bar_targets(stats, datasets):
     return lines, summary
 
 
+def mean_lines(stats, datasets):
+    """Per dataset and objective: mean test error with the constant over that with the zero mean."""
+    lines = []
+    for name in datasets:
+        line = {"dataset": name}
+        for o in OBJECTIVES:
+            z, c = stats.get((name, f"{o}:zero")), stats.get((name, f"{o}:constant"))
+            line[o] = "-" if not z or not c or math.isnan(z[0]) or math.isnan(c[0]) else f"{c[0] / z[0]:.4f}"
+        lines.append(line)
+    return lines
+
+
 def render(rows, out: Path, args):
     methods, errors, seconds, stats, bars = summarize(rows)
+    mean_text = ""
+    if any(m in MEAN_METHODS for m in methods):
+        mean_text = ("\nConstant mean against zero mean (ratio of mean test errors, constant / zero; "
+                     "below 1: the constant helps)\n\n"
+                     + common.markdown_table(mean_lines(stats, [e["dataset"] for e in errors]),
+                                             ["dataset"] + OBJECTIVES))
     lines, summary = targets(stats, [e["dataset"] for e in errors])
     bar_lines, bar_summary = bar_targets(stats, [e["dataset"] for e in errors])
     columns = ["dataset", "sgpr / gpytorch", "best objective", "validated / best",
                "validated / gpytorch"]
+    issue = ""
+    if any(m in METHODS + ["gpytorch"] for m in methods):
+        issue = ("\nTargets of issue #13 (ratios of mean test errors)\n\n"
+                 + common.markdown_table([{c: f"{v:.4f}" if isinstance(v, float) else v for c, v in line.items()}
+                                          for line in lines], columns) + "\n" + summary + "\n")
     text = ("Test error (mean ± std over seeds; bold: lowest mean)\n\n"
             + common.markdown_table(errors, ["dataset", "metric"] + methods)
             + "\nWall time per run, seconds (mean over seeds)\n\n"
             + common.markdown_table(seconds, ["dataset"] + methods)
-            + "\nTargets of issue #13 (ratios of mean test errors)\n\n"
-            + common.markdown_table([{c: f"{v:.4f}" if isinstance(v, float) else v for c, v in line.items()}
-                                     for line in lines], columns) + "\n" + summary + "\n"
+            + issue
             + "\nNegative log predictive density on the test split, nats per value (mean ± std over seeds)\n\n"
             + common.markdown_table(bars["nlpd"], ["dataset"] + methods)
             + "\nCoverage of the 95% predictive interval on the test split (mean ± std over seeds)\n\n"
@@ -358,13 +392,15 @@ def render(rows, out: Path, args):
             + common.markdown_table([{c: f"{v:.4f}" if isinstance(v, float) else v for c, v in line.items()}
                                      for line in bar_lines],
                                     ["dataset", "sgpr coverage", "sgpr NLPD - gpytorch NLPD"])
-            + "\n" + bar_summary + "\n")
+            + "\n" + bar_summary + "\n" + mean_text)
     notes = (f"m = {args.centers} centers, Adam lr {args.lr}, {args.epochs} steps, no early "
              "stopping; metric: RMSE on standardized labels (regression), sign error "
              "(classification), on the test split; validated: objective among "
              f"{', '.join(VALIDATED)} chosen with validation={args.validation!r}. "
              "Missing methods were not run.")
-    common.write_markdown(text, out / f"{STEM}.md", "nyhopt objectives against GPyTorch SGPR",
+    title = ("nyhopt objectives against GPyTorch SGPR" if issue
+             else "nyhopt objectives with and without a constant mean")
+    common.write_markdown(text, out / f"{args.stem}.md", title,
                           notes, script="quality_table.py")
     return errors
 
@@ -372,7 +408,7 @@ def render(rows, out: Path, args):
 def main(argv=None):
     args = parse_args(argv)
     out = common.output_dir(args)
-    raw = out / f"{STEM}.csv"
+    raw = out / f"{args.stem}.csv"
     rows = load_rows(raw)
     common.log(args, f"quality table: datasets {args.datasets}, seeds {args.seeds}, "
                      f"methods {args.methods}, m={args.centers}, steps={args.epochs}")

@@ -165,6 +165,9 @@ def validate_state(state: dict, path: str) -> dict:
     out["normalize_y"] = f.flag("normalize_y")
     out["standardize"] = f.flag("standardize")
     out["dtype"] = f.text("dtype", _DTYPES)
+    # optional: files written before intercept_ existed hold none (the loader uses y_mean or 0)
+    out["intercept"] = f.floats("intercept", (p,)) if "intercept" in state else None
+    out["fit_intercept"] = f.flag("fit_intercept") if "fit_intercept" in state else False
     if out["estimator"].endswith("Classifier"):
         out["classes"] = _classes(f, p)
     if out["estimator"].startswith("Hyperopt"):

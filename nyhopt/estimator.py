@@ -37,6 +37,7 @@ from .distributed._detect import any_dask_array, is_dask_array
 from .solvers import ConvergenceWarning, direct_solve, falkon_solve
 from .posterior import direct_fit, fit_variance
 from ._predictive import check_flags, set_variance, spread_columns, uncertainty
+from ._intercept import profile_intercept, with_ones
 
 __all__ = [
     "NystromKRR",
@@ -148,7 +149,7 @@ class _NystromBase(EstimatorMixin):
     """Parameters, fitting and prediction shared by the two estimators."""
 
     def __init__(self, kernel=None, penalty=1e-6, centers=100, solver="falkon", maxiter=100, tol=1e-7,
-                 random_state=None, predictive_variance=True, amplitude=None):
+                 random_state=None, fit_intercept=False, predictive_variance=True, amplitude=None):
         self.kernel = kernel
         self.penalty = penalty
         self.centers = centers
@@ -158,6 +159,7 @@ class _NystromBase(EstimatorMixin):
         self.random_state = random_state
         self.predictive_variance = predictive_variance
         self.amplitude = amplitude
+        self.fit_intercept = fit_intercept
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "alpha_")
@@ -188,8 +190,12 @@ class _NystromBase(EstimatorMixin):
             raise TypeError(f"kernel must be None, a kernel name or a Kernel instance, got {self.kernel!r}")
         return solver, penalty, tol, int(mi), kernel
 
-    def _fit_targets(self, X, Y, xp):
-        """Fit on validated ``X`` (n, d) and float targets ``Y`` (n, p); sets the fitted attributes."""
+    def _fit_targets(self, X, Y, xp, stacklevel=3, intercept=False):
+        """Fit on validated ``X`` (n, d) and float targets ``Y`` (n, p); sets the fitted attributes.
+
+        ``intercept``: the last column of ``Y`` is the constant of ``fit_intercept`` (the
+        variance model's amplitude is then that of the other columns, constants profiled).
+        """
         solver, penalty, tol, maxiter, kernel = self._check_params()
         kernel.lengthscale_array(X.shape[1])  # validates the lengthscale against the features
         Z = select_centers(X, self.centers, self.random_state, xp)
@@ -200,7 +206,7 @@ class _NystromBase(EstimatorMixin):
             Y = Y / Y.dtype.type(y_pow2)
         variance, no_variance = None, None
         if solver == "direct" and self.predictive_variance:  # the direct solve is the variance model's pass
-            alpha, variance = direct_fit(kernel, X, Z, Y, penalty)
+            alpha, variance = direct_fit(kernel, X, Z, Y, penalty, intercept=intercept)
             record, converged = None, True
         elif solver == "direct":
             alpha = direct_solve(kernel, X, Z, Y, penalty)
@@ -214,10 +220,10 @@ class _NystromBase(EstimatorMixin):
                     f"with relative residual {record.cg.residual_norms[-1]:.3g} above tol={tol:.3g}; "
                     "increase maxiter (see converged_ and solve_)",
                     ConvergenceWarning,
-                    stacklevel=3,
+                    stacklevel=stacklevel,
                 )
         if self.predictive_variance and variance is None:  # one more pass over the data after Falkon
-            variance = fit_variance(kernel, X, Z, Y, penalty)
+            variance = fit_variance(kernel, X, Z, Y, penalty, intercept=intercept)
         if y_pow2 != 1.0:
             alpha = alpha * y_pow2
         if variance is not None:  # the amplitude in the units of the targets (Y was divided by y_pow2)
@@ -238,6 +244,24 @@ class _NystromBase(EstimatorMixin):
         set_variance(self, variance, no_variance)
         return alpha
 
+    def _fit_with_intercept(self, X, Y, xp):
+        """``(alpha, c)``: coefficients and the unpenalized constant (float64 NumPy (p,), zeros without it).
+
+        With ``fit_intercept`` the system is solved for ``[Y | 1]`` and the
+        constant profiled in closed form (:func:`nyhopt._intercept.profile_intercept`).
+        """
+        fi = self.fit_intercept
+        if not isinstance(fi, (bool, np.bool_)):
+            raise TypeError(f"fit_intercept must be True or False, got {fi!r}")
+        n, p = Y.shape
+        if not fi:
+            return self._fit_targets(X, Y, xp, stacklevel=4), np.zeros(p)
+        alpha = self._fit_targets(X, with_ones(Y, xp), xp, stacklevel=4, intercept=True)
+        try:
+            return profile_intercept(self.kernel_, X, self.centers_, Y, alpha, self.penalty)
+        except ValueError as exc:
+            raise ValueError(f"{type(self).__name__}.fit: {exc} (fit_intercept=False)") from None
+
     def _decision(self, X):
         _check_fitted(self)
         X, xp = _check_X(self, X, reset=False)
@@ -256,6 +280,20 @@ class _NystromBase(EstimatorMixin):
         X, xp = _check_X(self, X, reset=False)
         get_namespace(X, self.centers_)
         return spread_columns(uncertainty(self, X, cov, include_noise), self, cov, X.dtype)
+
+
+def _as_intercept(c, one_output):
+    """``intercept_`` as scikit-learn has it: a float for one 1-D output, else an array (p,)."""
+    c = np.asarray(c, dtype=np.float64).reshape(-1)
+    return float(c[0]) if one_output else c
+
+
+def _intercept_of(est):
+    """The constant of the predictor as an array (p,) (models without ``intercept_``: the target mean or 0)."""
+    c = getattr(est, "intercept_", None)
+    if c is None:
+        c = est.y_mean_ if getattr(est, "normalize_y", False) else 0.0
+    return np.atleast_1d(np.asarray(c, dtype=np.float64))
 
 
 # ----------------------------------------------------------------------------- regression
@@ -290,6 +328,13 @@ class NystromKRR(_NystromBase):
         deviation before solving, and map predictions back
         (:math:`\mu + \sigma k(x, Z)\alpha`); a constant column is only centered.
         This is how the paper fits after tuning on standardized labels.
+    fit_intercept : bool, default False
+        Fit an unpenalized constant :math:`c` per output with the
+        coefficients (ridge regression with intercept):
+        :math:`\min_{\alpha, c}\frac1n\|Y - 1c^T - K_{nm}\alpha\|^2 +
+        \lambda\,\mathrm{Tr}(\alpha^TK_{mm}\alpha)`, solved in closed
+        form (``docs/objectives.md``, "A constant mean").  The model that
+        :func:`nyhopt.tune` fits for an objective with ``mean="constant"``.
     predictive_variance : bool, default True
         Keep what ``predict(X, return_std=True)`` needs (two ``m x m``
         factors, ``docs/uncertainty.md``).  The direct solver gets them from
@@ -307,6 +352,11 @@ class NystromKRR(_NystromBase):
     alpha_ : array, shape (m,) or (m, p)
         Coefficients (float64), on the device of the training data, for the
         standardized targets when ``normalize_y`` is True.
+    intercept_ : float or numpy.ndarray of shape (p,)
+        The constant of the predictor in the units of ``y`` (a float for a
+        1-D ``y``): predictions are ``intercept_ + y_scale_ * k(x, Z) alpha_``.
+        The fitted constant with ``fit_intercept`` (plus ``y_mean_``), else
+        ``y_mean_`` with ``normalize_y``, else 0.
     y_mean_, y_scale_ : numpy.ndarray of shape (p,)
         Target statistics (0 and 1 when ``normalize_y`` is False).
     centers_ : array, shape (m, d)
@@ -357,10 +407,11 @@ class NystromKRR(_NystromBase):
     _estimator_type = "regressor"
 
     def __init__(self, kernel=None, penalty=1e-6, centers=100, solver="falkon", maxiter=100, tol=1e-7,
-                 random_state=None, normalize_y=False, predictive_variance=True, amplitude=None):
+                 random_state=None, normalize_y=False, fit_intercept=False, predictive_variance=True,
+                 amplitude=None):
         super().__init__(kernel=kernel, penalty=penalty, centers=centers, solver=solver, maxiter=maxiter,
-                         tol=tol, random_state=random_state, predictive_variance=predictive_variance,
-                         amplitude=amplitude)
+                         tol=tol, random_state=random_state, fit_intercept=fit_intercept,
+                         predictive_variance=predictive_variance, amplitude=amplitude)
         self.normalize_y = normalize_y
 
     def fit(self, X, y, client=None):
@@ -406,13 +457,14 @@ class NystromKRR(_NystromBase):
             mean, std = column_mean_std(Y, xp)  # no overflow for huge finite targets
             scale = np.where(std > 0, std, 1.0)
             Y = standardize(Y.astype(xp.float64), mean, scale, xp).astype(X.dtype)
-        alpha = self._fit_targets(X, Y, xp)
+        alpha, c = self._fit_with_intercept(X, Y, xp)
         self.alpha_ = alpha[:, 0] if was_1d else alpha
         self.y_mean_, self.y_scale_ = mean, scale
+        self.intercept_ = _as_intercept(mean + scale * c, was_1d)
         return self
 
     def predict(self, X, return_std=False, return_cov=False, include_noise=True):
-        """Predictions :math:`k(X, Z)\\alpha` (mapped back when ``normalize_y``), and their uncertainty.
+        """Predictions :math:`c + s\\,k(X, Z)\\alpha` (``intercept_``, ``y_scale_``, ``alpha_``), and their uncertainty.
 
         Parameters
         ----------
@@ -452,13 +504,14 @@ class NystromKRR(_NystromBase):
 
             return predict_dask(self, X)
         f = self._decision(X)
-        if not self.normalize_y:
+        shift = _intercept_of(self)
+        if not self.normalize_y and not np.any(shift):
             return f
         xp = get_namespace(f)
         if f.ndim == 1:
-            out = f * f.dtype.type(self.y_scale_[0]) + f.dtype.type(self.y_mean_[0])
+            out = f * f.dtype.type(self.y_scale_[0]) + f.dtype.type(shift[0])
         else:
-            out = f * xp.asarray(self.y_scale_, dtype=f.dtype) + xp.asarray(self.y_mean_, dtype=f.dtype)
+            out = f * xp.asarray(self.y_scale_, dtype=f.dtype) + xp.asarray(shift, dtype=f.dtype)
         if not bool(xp.all(xp.isfinite(out))):
             raise ValueError(f"predictions overflow {f.dtype} when mapped back to the units of y "
                              f"(y_scale_ = {self.y_scale_.tolist()}); X is far outside the training data")
@@ -518,14 +571,17 @@ class NystromKRRClassifier(_NystromBase):
 
     Parameters
     ----------
-    kernel, penalty, centers, solver, maxiter, tol, random_state, predictive_variance, amplitude
-        As for :class:`NystromKRR`.
+    kernel, penalty, centers, solver, maxiter, tol, random_state, fit_intercept, predictive_variance, amplitude
+        As for :class:`NystromKRR` (the constant is fitted to the encoded
+        -1/+1 or one-hot targets).
 
     Attributes
     ----------
     classes_ : array, shape (n_classes,)
         Sorted class labels.
     alpha_ : array, shape (m,) for two classes, (m, n_classes) otherwise
+    intercept_ : float or numpy.ndarray of shape (n_classes,)
+        The constant of the scores (0 unless ``fit_intercept``).
     centers_, kernel_, n_features_in_, feature_names_in_, solve_, converged_
         As for :class:`NystromKRR`.
     amplitude_, noise_variance_, variance_model_
@@ -582,13 +638,15 @@ class NystromKRRClassifier(_NystromBase):
         else:
             Y = xp.zeros((X.shape[0], classes.shape[0]), dtype=X.dtype)
             Y[xp.arange(X.shape[0]), idx] = 1
-        alpha = self._fit_targets(X, Y, xp)
+        alpha, c = self._fit_with_intercept(X, Y, xp)
         self.classes_ = classes
         self.alpha_ = alpha[:, 0] if classes.shape[0] == 2 else alpha
+        self.intercept_ = _as_intercept(c, classes.shape[0] == 2)
         return self
 
     def decision_function(self, X, return_std=False, include_noise=False):
-        """Scores: shape (n,) for two classes (> 0 means ``classes_[1]``), else (n, n_classes).
+        """Scores :math:`c + k(X, Z)\\alpha`: shape (n,) for two classes (> 0 means ``classes_[1]``), else
+        (n, n_classes).
 
         With ``return_std=True`` also the standard deviation of each score
         under the regression's Gaussian model (``docs/uncertainty.md``), of
@@ -596,10 +654,14 @@ class NystromKRRClassifier(_NystromBase):
         multiclass model are equal); ``include_noise`` adds the noise variance.
         """
         return_std, _, include_noise = check_flags(return_std, False, include_noise)
-        scores = self._decision(X)
+        f = self._decision(X)
+        shift = _intercept_of(self)
+        if np.any(shift):
+            xp = get_namespace(f)
+            f = f + (f.dtype.type(shift[0]) if f.ndim == 1 else xp.asarray(shift, dtype=f.dtype))
         if not return_std:
-            return scores
-        return scores, self._spread(X, False, include_noise)
+            return f
+        return f, self._spread(X, False, include_noise)
 
     def predict(self, X):
         """Predicted class labels, shape (n,), same array type as ``X``."""

@@ -175,6 +175,7 @@ class _HyperoptBase(EstimatorMixin):
         if self.amplitude_ is None:  # a model without a variance model
             self.amplitude_ = result.params.amplitude
         self.noise_variance_ = getattr(result.model, "noise_variance_", None)
+        self.intercept_ = result.model.intercept_
         self.history_ = result.history
         self.best_epoch_ = result.best_epoch
         self.stop_reason_ = result.stop_reason
@@ -301,6 +302,11 @@ _PARAMS_DOC = """
     noise_variance_ : float
         :math:`a n\\lambda`, the noise variance of the same model (standardized
         units; ``model_.y_scale_ ** 2`` times it in the units of ``y``).
+    intercept_ : float or numpy.ndarray
+        ``model_.intercept_``: the constant of the predictions (in the units
+        of ``y`` for the regressor, of the scores for the classifier): the
+        tuned constant with ``objective_options={"mean": "constant"}`` (the
+        default of ``sgpr``), else the targets' mean (regressor) or 0.
     best_epoch_ : int
     stop_reason_ : str
     objective_ : str

@@ -31,6 +31,10 @@ and read with ``allow_pickle=False``: nothing in it can execute code.  Keys:
                     factor :math:`C`, :math:`n\\lambda` and :math:`a`; the
                     factor :math:`L` is computed again from the kernel and the
                     centers); optional: without them ``return_std`` is refused
+``intercept``       (p,) float64, the constant of the predictor (``intercept_``:
+                    regression outputs are ``intercept + y_scale * f``, scores
+                    ``intercept + f``); ``fit_intercept`` bool.  Optional: files
+                    without them load with ``y_mean`` (``normalize_y``) or 0
 ``meta_*``          free-form summary (objective name, epochs, ...)
 ==================  ===========================================================
 """
@@ -269,6 +273,14 @@ def _host64(a):
     return np.asarray(a.get() if hasattr(a, "get") else a, dtype=np.float64)
 
 
+def _intercept_of(model):
+    from .estimator import _intercept_of as of
+
+    c = of(model)
+    p = 1 if model.alpha_.ndim == 1 else model.alpha_.shape[1]
+    return np.broadcast_to(c, (p,)).astype(np.float64)
+
+
 def _model_state(model) -> dict:
     """The arrays that describe a fitted estimator (see the module notes)."""
     name = type(model).__name__
@@ -301,6 +313,8 @@ def _model_state(model) -> dict:
         "normalize_y": np.array(bool(getattr(inner, "normalize_y", False))),
         "standardize": np.array(bool(getattr(model, "standardize", False))),
         "dtype": np.array(str(np.dtype(inner.centers_.dtype))),
+        "intercept": _intercept_of(inner),
+        "fit_intercept": np.array(bool(getattr(inner, "fit_intercept", False))),
     }
     names = getattr(model, "feature_names_in_", None)
     if names is not None:
@@ -323,23 +337,30 @@ def _model_state(model) -> dict:
 def _inner_from_state(state, classifier):
     """A fitted NystromKRR / NystromKRRClassifier from the checked fields of a file."""
     from ._predictive import set_variance
-    from .estimator import NystromKRR, NystromKRRClassifier
+    from .estimator import NystromKRR, NystromKRRClassifier, _as_intercept
     from .kernels import make_kernel
 
     lengthscale = state["lengthscale"]
     kernel = make_kernel(state["kernel"], lengthscale if lengthscale.size > 1 else float(lengthscale[0]))
     centers = state["centers"].astype(state["dtype"])
     alpha = state["alpha"]
-    kw = dict(kernel=kernel, penalty=float(state["penalty"]), centers=centers, solver="direct")
+    kw = dict(kernel=kernel, penalty=float(state["penalty"]), centers=centers, solver="direct",
+              fit_intercept=state["fit_intercept"])
+    intercept = state["intercept"]
     if classifier:
         model = NystromKRRClassifier(**kw)
         model.classes_ = state["classes"]
         alpha = alpha[:, 0] if alpha.shape[1] == 1 else alpha
+        model.intercept_ = _as_intercept(np.zeros(alpha.shape[-1] if alpha.ndim == 2 else 1)
+                                         if intercept is None else intercept, alpha.ndim == 1)
     else:
         model = NystromKRR(normalize_y=state["normalize_y"], **kw)
         model.y_mean_ = state["y_mean"]
         model.y_scale_ = state["y_scale"]
         alpha = alpha[:, 0] if state["y_was_1d"] else alpha
+        if intercept is None:  # written before intercept_ existed
+            intercept = state["y_mean"] if state["normalize_y"] else np.zeros(state["y_mean"].shape)
+        model.intercept_ = _as_intercept(intercept, state["y_was_1d"])
     model.kernel_ = kernel
     model.centers_ = centers
     model.alpha_ = alpha
@@ -376,6 +397,7 @@ def _model_from_state(state):
     model.n_features_in_ = inner.n_features_in_
     model.amplitude_ = float(state["amplitude"])
     model.noise_variance_ = inner.noise_variance_
+    model.intercept_ = inner.intercept_
     if classifier:
         model.classes_ = inner.classes_
     return model

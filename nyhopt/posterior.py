@@ -99,16 +99,35 @@ def kmm_lower(kernel, Z, dtype, xp):
     return kmm_upper(kernel, Z, dtype, xp).T  # a transposed view: no m x m copy
 
 
-def amplitude_from_fit(yy, AY, C, n_lam, n, xp):
+def amplitude_from_fit(yy, AY, C, n_lam, n, xp, YtY=None):
     """SGPR's profiled amplitude :math:`a^* = F/(n p\\, n\\lambda)` with :math:`F = \\|Y\\|^2 - \\|C^{-1}AY\\|^2`.
 
     ``C`` is lower triangular; ``F`` is clipped at 0 (an exact interpolation of
     zero targets gives ``a = 0``).
+
+    With ``YtY`` (the float64 Gram matrix :math:`Y^TY` of targets whose last
+    column is the constant of an intercept, ``fit_intercept``), ``F`` is the
+    fit of the other ``p`` columns with their constants profiled out: with
+    :math:`M = Y^T(I - H)Y = Y^TY - (C^{-1}AY)^T C^{-1}AY` and ``q`` the
+    constant's column, :math:`F = \\sum_{j<q} M_{jj} - M_{jq}^2 / M_{qq}`
+    (``docs/objectives.md``, "A constant mean").
     """
-    p = AY.shape[1]
     CiAY = tri_solve(C, AY, xp)
-    F = yy - float(xp.sum(CiAY * CiAY))
+    if YtY is None:
+        p = AY.shape[1]
+        F = yy - float(xp.sum(CiAY * CiAY))
+    else:
+        Q = CiAY.T @ CiAY
+        M = np.asarray(YtY, dtype=np.float64) - np.asarray(to_numpy(Q), dtype=np.float64)
+        p = M.shape[0] - 1
+        F = float(np.sum(np.diag(M)[:p]) - np.sum(M[:p, p] ** 2) / M[p, p]) if M[p, p] > 0 else 0.0
     return max(F, 0.0) / (n * p * n_lam)
+
+
+def target_gram(Y, xp):
+    """:math:`Y^TY` of targets ``Y`` (n,) or (n, p) in float64, a NumPy array (p, p)."""
+    Y64 = Y.reshape(Y.shape[0], -1).astype(xp.float64, copy=False)
+    return np.asarray(to_numpy(Y64.T @ Y64), dtype=np.float64)
 
 
 def _check_amplitude(amplitude):
@@ -117,10 +136,11 @@ def _check_amplitude(amplitude):
     return check_real(amplitude, "amplitude", low=0.0)
 
 
-def variance_model(S, AY, yy, L, n, penalty, xp, amplitude=None):
+def variance_model(S, AY, yy, L, n, penalty, xp, amplitude=None, YtY=None):
     """The :class:`VarianceModel` from the moments ``(S, AY, yy)`` of one pass (:func:`whitened_moments`).
 
-    ``L`` is the lower factor of :math:`K_{mm} + \\epsilon I` the moments were whitened with.
+    ``L`` is the lower factor of :math:`K_{mm} + \\epsilon I` the moments were whitened with;
+    ``YtY``: see :func:`amplitude_from_fit` (targets with an intercept's column).
     """
     n_lam = float(n * penalty)
     M = S.copy()
@@ -129,15 +149,18 @@ def variance_model(S, AY, yy, L, n, penalty, xp, amplitude=None):
     C = cholesky(M, xp, what="A A^T + n*lam*I")
     a = _check_amplitude(amplitude)
     if a is None:
-        a = amplitude_from_fit(yy, AY, C, n_lam, n, xp)
+        a = amplitude_from_fit(yy, AY, C, n_lam, n, xp, YtY)
     return VarianceModel(L, C, n_lam, float(a))
 
 
-def direct_fit(kernel, X, Z, Y, penalty, amplitude=None):
+def direct_fit(kernel, X, Z, Y, penalty, amplitude=None, intercept=False):
     """N-KRR coefficients by the direct solver and the :class:`VarianceModel`, from its one pass.
 
     The coefficients are those of :func:`nyhopt.solvers.direct_solve` (the
-    same computation); the variance model costs :math:`O(m^3)` more.
+    same computation); the variance model costs :math:`O(m^3)` more.  With
+    ``intercept`` the last column of ``Y`` is an intercept's constant column
+    and the amplitude is that of the other columns with their constants
+    profiled (:func:`amplitude_from_fit`).
 
     Returns
     -------
@@ -159,11 +182,12 @@ def direct_fit(kernel, X, Z, Y, penalty, amplitude=None):
     C = fac.Ct.T  # lower factors as transposed views of the solver's upper ones: no m x m copies
     a = _check_amplitude(amplitude)
     if a is None:
-        a = amplitude_from_fit(fac.yy, fac.AY, C, fac.n_lam, X.shape[0], xp)
+        YtY = target_gram(Y, xp) if intercept else None
+        a = amplitude_from_fit(fac.yy, fac.AY, C, fac.n_lam, X.shape[0], xp, YtY)
     return fac.alpha, VarianceModel(fac.Lt.T, C, fac.n_lam, float(a))
 
 
-def fit_variance(kernel, X, Z, Y, penalty, amplitude=None):
+def fit_variance(kernel, X, Z, Y, penalty, amplitude=None, intercept=False):
     """The :class:`VarianceModel` of N-KRR on ``(X, Y)``: one pass over the data, then :math:`O(m^3)`.
 
     Parameters
@@ -176,21 +200,23 @@ def fit_variance(kernel, X, Z, Y, penalty, amplitude=None):
     penalty : float
     amplitude : float, optional
         Kernel amplitude; default SGPR's profiled amplitude (module notes).
+    intercept : bool, default False
+        The last column of ``Y`` is an intercept's constant (:func:`direct_fit`).
 
     Returns
     -------
     VarianceModel
     """
-    return direct_fit(kernel, X, Z, Y, penalty, amplitude)[1]
+    return direct_fit(kernel, X, Z, Y, penalty, amplitude, intercept)[1]
 
 
 def block_whitened(block, shared):
-    """One Dask row block's partial ``(S, AY, [yy])`` (float64, on the host); ``shared = (kernel, Z, Lt)``."""
+    """One Dask row block's partial ``(S, AY, [yy], Y^T Y)`` (float64, on the host); ``shared = (kernel, Z, Lt)``."""
     X, Y = block
     kernel, Z, Lt = shared
     xp = get_namespace(X)
     S, AY, yy = whitened_moments(kernel, X, xp.asarray(Z, dtype=X.dtype), Y, xp.asarray(Lt), xp)
-    return (np.asarray(to_numpy(S)), np.asarray(to_numpy(AY)), np.array([yy]))
+    return (np.asarray(to_numpy(S)), np.asarray(to_numpy(AY)), np.array([yy]), target_gram(Y, xp))
 
 
 def _whiten(kernel, X, Z, vm, xp):

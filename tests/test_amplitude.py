@@ -70,7 +70,7 @@ def titsias(X, Y, Z, ell, lam, a):
 @pytest.mark.parametrize("lam", [1e-2, 1e-4])
 def test_sgpr_matches_the_titsias_bound(p, a, lam):
     X, Y, Z, ell = problem(p=p)
-    obj = make_objective("sgpr", X, Y, amplitude="learn")
+    obj = make_objective("sgpr", X, Y, amplitude="learn", mean="zero")
     value = obj.value(params(Z, ell, lam, a))
     ref = titsias(X, Y, Z, ell, lam, a)
     assert abs(value - ref) <= 1e-10 * max(1.0, abs(ref))
@@ -78,7 +78,7 @@ def test_sgpr_matches_the_titsias_bound(p, a, lam):
 
 def test_sgpr_at_unit_amplitude_is_the_objective_without_it():
     X, Y, Z, ell = problem(p=2)
-    obj = make_objective("sgpr", X, Y, amplitude="learn")
+    obj = make_objective("sgpr", X, Y, amplitude="learn", mean="zero")
     without = nh.Params(np.asarray(np.log(1e-3)), np.log(ell), Z.copy())
     v0, g0 = obj.value_and_grad(without)
     terms0 = obj.terms(without)
@@ -99,7 +99,7 @@ def test_sgpr_at_unit_amplitude_is_the_objective_without_it():
 
 def test_sgpr_amplitude_gradient_vanishes_at_the_optimal_amplitude():
     X, Y, Z, ell = problem(p=2)
-    obj = make_objective("sgpr", X, Y, amplitude="learn")
+    obj = make_objective("sgpr", X, Y, amplitude="learn", mean="zero")
     lam = 1e-3
     a_star = obj.terms(params(Z, ell, lam))["data_fit"]  # F / (n^2 p lam) = Tr(Y^T S^-1 Y) / (n p)
     _, g = obj.value_and_grad(params(Z, ell, lam, a_star))
@@ -119,7 +119,7 @@ def _fd(obj, p, field, index=(), h=1e-5):
 @pytest.mark.parametrize("p_out", [1, 2])
 def test_sgpr_gradient_matches_finite_differences(p_out):
     X, Y, Z, ell = problem(p=p_out, seed=3)
-    obj = make_objective("sgpr", X, Y, amplitude="learn")
+    obj = make_objective("sgpr", X, Y, amplitude="learn", mean="zero")
     p = params(Z, ell, 3e-3, amplitude=0.4)
     _, g = obj.value_and_grad(p)
     checks = [("log_amplitude", ()), ("log_penalty", ())]
@@ -133,7 +133,7 @@ def test_sgpr_gradient_matches_finite_differences(p_out):
 
 def test_sgpr_wrt_without_amplitude_returns_zero():
     X, Y, Z, ell = problem()
-    obj = make_objective("sgpr", X, Y, amplitude="learn")
+    obj = make_objective("sgpr", X, Y, amplitude="learn", mean="zero")
     _, g = obj.value_and_grad(params(Z, ell, 1e-2, 2.0), wrt=("penalty",))
     assert float(g.log_amplitude) == 0.0
     with pytest.raises(ValueError, match="wrt"):

@@ -223,6 +223,20 @@ def test_estimator_two_outputs_on_dask(client, problem):
     assert _rel(model.predict(Xd).compute(), ref.predict(X)) <= 1e-10
 
 
+@pytest.mark.parametrize("normalize_y", [False, True])
+def test_estimator_intercept_on_dask(client, problem, normalize_y):
+    X, y, _ = problem
+    Y = np.stack([y + 3.0, np.cos(X[:, 2]) - 1.0], axis=1)
+    Xd = da.from_array(X, chunks=(CHUNKINGS[3], D))
+    kw = dict(kernel=KERNEL, penalty=PENALTY, centers=M, tol=1e-12, maxiter=400, random_state=0,
+              fit_intercept=True, normalize_y=normalize_y)
+    ref = nh.NystromKRR(**kw).fit(X, Y)
+    model = nh.NystromKRR(**kw).fit(Xd, da.from_array(Y, chunks=(CHUNKINGS[3], 2)))
+    assert _rel(model.intercept_, ref.intercept_) <= 1e-9 and abs(model.intercept_[0] - 3.0) < 1.0
+    assert _rel(model.alpha_, ref.alpha_) <= 1e-9
+    assert _rel(model.predict(Xd).compute(), ref.predict(X)) <= 1e-9
+
+
 def test_direct_solver_refuses_dask(client, problem):
     X, y, _ = problem
     with pytest.raises(ValueError, match="falkon"):
@@ -339,12 +353,13 @@ def test_stoch_prop_on_dask_bad_options(client, problem):
                         ({"trace_estimator": "hutchinson"}, "trace_estimator"),
                         ({"kernel_cache": True}, "kernel_cache"),
                         ({"gram": True}, "gram"),
+                        ({"mean": "constant"}, "mean"),
                         ({"folds": 3}, "unknown option")):
         with pytest.raises(ValueError, match=match):
             nh.make_objective("stoch-prop", Xd, yd, **opts)
     # the single-machine defaults are accepted: the cluster streams
-    obj = nh.make_objective("stoch-prop", Xd, yd, kernel_cache="auto", gram="auto")
-    assert obj.kernel_cache is False and obj.gram is False
+    obj = nh.make_objective("stoch-prop", Xd, yd, kernel_cache="auto", gram="auto", mean="zero")
+    assert obj.kernel_cache is False and obj.gram is False and obj.mean == "zero"
     obj.release()
 
 

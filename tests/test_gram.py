@@ -122,8 +122,10 @@ class _FakeCupy:
         self.get_default_memory_pool = lambda: types.SimpleNamespace(free_bytes=lambda: pool_free)
 
 
-def test_gram_pays_on_a_gpu_follows_the_cost_model():
+def test_gram_pays_on_a_gpu_follows_the_cost_model(monkeypatch):
     from nyhopt.ops import operator as op_mod
+
+    monkeypatch.setattr(gram_mod, "TENSOR_CORES", True)  # the tensor-core cost (off by default)
 
     xp = _FakeCupy(free=80 * 2**30)
     # HIGGS: m = 5000, k = 21: G costs ~3.5 streaming products.
@@ -170,6 +172,7 @@ def test_gram_pays_on_a_gpu_with_float64_products(monkeypatch):
     from nyhopt.ops import operator as op_mod
 
     xp = _FakeCupy(free=80 * 2**30)
+    monkeypatch.setattr(gram_mod, "TENSOR_CORES", True)
     assert gram_pays(5000, 21, 4, xp)
     assert not gram_pays(5000, 21, 4, xp, dtype=np.float64) and gram_pays(5000, 21, 23, xp, dtype=np.float64)
     # held: a pass is its products alone (no evaluation), G the float64 products of the held matrix

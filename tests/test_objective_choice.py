@@ -38,9 +38,10 @@ def _same_params(a, b):
             and np.array_equal(a.centers, b.centers))
 
 
-def _independent_model(params, X, y):
+def _independent_model(params, X, y, objective):
+    # sgpr's default mean="constant": its model has the constant (fit_intercept)
     return nh.NystromKRR(nh.GaussianKernel(params.lengthscale), penalty=params.penalty, centers=params.centers,
-                         solver="direct", normalize_y=True).fit(X, y)
+                         solver="direct", normalize_y=True, fit_intercept=objective == "sgpr").fit(X, y)
 
 
 def _rmse(a, b):
@@ -84,7 +85,7 @@ def test_choice_is_the_lowest_validation_error_checked_by_independent_fits(data)
     assert [c.objective for c in res.candidates] == NAMES
     errors = []
     for cand in res.candidates:
-        independent = _rmse(_independent_model(cand.params, X_tr, y_tr).predict(X_val), y_val)
+        independent = _rmse(_independent_model(cand.params, X_tr, y_tr, cand.objective).predict(X_val), y_val)
         assert cand.validation_error == pytest.approx(independent, rel=1e-8)
         assert cand.objective_value == cand.history[cand.best_epoch].objective
         assert cand.epochs == len(cand.history) - 1 and cand.elapsed > 0
@@ -95,7 +96,7 @@ def test_choice_is_the_lowest_validation_error_checked_by_independent_fits(data)
     assert _same_params(res.params, chosen.params) and res.history is chosen.history
     assert res.best_epoch == chosen.best_epoch and res.stop_reason == chosen.stop_reason
     # An explicit (X_val, y_val): the model is the chosen one fitted on (X, y) as given.
-    np.testing.assert_allclose(res.model.predict(X_val), _independent_model(res.params, X_tr, y_tr).predict(X_val),
+    np.testing.assert_allclose(res.model.predict(X_val), _independent_model(res.params, X_tr, y_tr, res.objective.name).predict(X_val),
                                rtol=1e-9, atol=1e-12)
     assert res.elapsed >= sum(c.elapsed for c in res.candidates)
 
@@ -106,7 +107,7 @@ def test_fraction_refits_on_all_rows_and_candidates_share_the_start(data):
     starts = [c.params for c in res.candidates]  # epochs=0: the params are the shared start
     assert all(_same_params(starts[0], p) for p in starts[1:])
     assert starts[0].penalty == pytest.approx(1.0 / 180)  # 1/n of the training part
-    full = _independent_model(res.params, X, y)
+    full = _independent_model(res.params, X, y, res.objective.name)
     np.testing.assert_allclose(res.model.predict(X), full.predict(X), rtol=1e-9, atol=1e-12)
     part = _quick(X, y, objective=res.objective.name, validation=0.25, epochs=0)  # fitted on 75% only
     assert not np.allclose(res.model.predict(X), part.model.predict(X))
@@ -303,7 +304,7 @@ def test_kfold_choice_matches_a_hand_loop_over_the_folds(data):
         for name in NAMES:
             run = tune(X[train], y[train], objective=name, centers=Z, lengthscale=ell, penalty=1.0 / n, epochs=4,
                        progress=False, random_state=copy.deepcopy(rng), validation=(X[rows], y[rows]))
-            fitted = _independent_model(run.params, X[train], y[train])
+            fitted = _independent_model(run.params, X[train], y[train], name)
             errors[name].append(_rmse(fitted.predict(X[rows]), y[rows]))
     means = [sum(len(r) * e for r, e in zip(folds, errors[name])) / n for name in NAMES]
     assert [c.objective for c in res.candidates] == NAMES
@@ -376,7 +377,8 @@ def test_classification_chooses_by_the_squared_error_of_the_scores(data):
     scores = []
     for cand in res.candidates:
         clf = nh.NystromKRRClassifier(nh.GaussianKernel(cand.params.lengthscale), penalty=cand.params.penalty,
-                                      centers=cand.params.centers, solver="direct").fit(X_tr, y_tr)
+                                      centers=cand.params.centers, solver="direct",
+                                      fit_intercept=cand.objective == "sgpr").fit(X_tr, y_tr)
         scores.append(float(np.mean((clf.decision_function(X_val) - target) ** 2)))
         assert cand.validation_score == pytest.approx(scores[-1], rel=1e-8)
         assert cand.validation_error == pytest.approx(np.mean(clf.predict(X_val) != y_val))

@@ -213,3 +213,21 @@ def test_latent_variance_blocks_do_not_change_it():
     whole = latent_variance(nh.GaussianKernel(0.8), Xt, Z, vm)
     with nh.memory_budget(4096):  # a few rows per block
         np.testing.assert_allclose(latent_variance(nh.GaussianKernel(0.8), Xt, Z, vm), whole, rtol=1e-13)
+
+
+@pytest.mark.parametrize("solver", ["direct", "falkon"])
+def test_error_bars_with_an_intercept_are_those_of_the_centred_targets(solver):
+    """fit_intercept: the amplitude is that of y - c* (the constant profiled), not of [y | 1]."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(300, 3))
+    y = 5.0 + np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
+    kw = dict(kernel=nh.GaussianKernel(1.0), penalty=1e-3, centers=X[:40], solver=solver, tol=1e-12,
+              maxiter=500)
+    with_c = nh.NystromKRR(fit_intercept=True, **kw).fit(X, y)
+    centred = nh.NystromKRR(**kw).fit(X, y - with_c.intercept_)
+    assert with_c.amplitude_ == pytest.approx(centred.amplitude_, rel=1e-8)
+    Xt = rng.normal(size=(50, 3))
+    mean, std = with_c.predict(Xt, return_std=True)
+    mean0, std0 = centred.predict(Xt, return_std=True)
+    np.testing.assert_allclose(mean, mean0 + with_c.intercept_, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(std, std0, rtol=1e-8)

@@ -561,3 +561,67 @@ def test_passes_over_the_data_per_step(rng, monkeypatch, gradient):
     obj.reset()
     obj.value(params)
     assert len(calls) == 1 + obj.last_solve.iterations + 1  # the value needs only u = Knm a
+
+
+# -- the constant mean ---------------------------------------------------------------------------------
+def _mean_reference(obj, params):
+    """The estimator with mean="constant" for the object's probes, with exact dense solves."""
+    X, Y, n, p = obj.X, obj.Y, obj.n, obj.p
+    m = params.centers.shape[0]
+    k, Knm, H, L = dense_parts(X, Y, params, eps_B=jitter(X.dtype) * m)
+    one = np.ones(n)
+    v = one - H @ one
+    gamma = one @ v
+    c = (v @ Y) / gamma
+    Yt = Y - c[None, :]
+    V, w = obj.probes.vectors, obj.probes.weights
+    D = float(np.sum(w * (np.sum(V * (H @ V), axis=0) + (V.T @ v) ** 2 / gamma)))
+    F = float(np.sum(Yt * (Yt - H @ Yt)))
+    XQ = obj._rows(m)
+    AQ = np.linalg.solve(L, k(XQ, params.centers).T)
+    T = (XQ.shape[0] - np.sum(AQ * AQ)) * n / XQ.shape[0]
+    kappa = n * n * params.penalty
+    s2 = obj.noise_variance
+    return {"effective_dimension": 2 * s2 * D / n, "data_fit": 2 * F / (n * p),
+            "trace": 2 * F * T / (n * p * kappa)}, c
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_constant_mean_terms_equal_the_dense_estimator(rng, p):
+    X, y, params = problem(rng, p=p)
+    y = y + 3.0
+    obj = StochasticProp(X, y, n_probes=6, n_rows=40, random_state=1, mean="constant", **EXACT)
+    got = obj.terms(params)
+    ref, c = _mean_reference(obj, params)
+    for key in ref:
+        assert got[key] == pytest.approx(ref[key], rel=1e-8), key
+    np.testing.assert_allclose(obj.last_intercept, c, rtol=1e-8)
+
+
+@pytest.mark.parametrize("opts", [{}, {"gradient": "direct", "noise_variance": 0.4},
+                                  {"trace_estimator": "hutchinson"},
+                                  {"effective_dimension_estimator": "hutch++"}])
+def test_constant_mean_gradient_matches_finite_differences(rng, opts):
+    X, y, params = problem(rng, p=2)
+    obj = StochasticProp(X, y + 1.5, n_probes=30, n_rows=50, random_state=2, mean="constant", **EXACT, **opts)
+    for _ in range(2):
+        an, fd = directional_fd(obj, params, rng)
+        assert an == pytest.approx(fd, rel=1e-5, abs=1e-9)
+
+
+def test_constant_mean_converges_to_prop_with_the_constant(rng):
+    X, y, params = problem(rng, n=150)
+    y = y - 2.0
+    prop = nh.make_objective("prop", X, y, mean="constant")
+    exact = prop.terms(params)
+    _, g0 = prop.value_and_grad(params)
+    obj = StochasticProp(X, y, n_probes=3000, n_rows=150, random_state=0, mean="constant", **EXACT)
+    got = obj.terms(params)
+    assert got["data_fit"] == pytest.approx(exact["data_fit"], rel=1e-6)
+    assert got["trace"] == pytest.approx(exact["trace"], rel=1e-5)
+    assert got["effective_dimension"] == pytest.approx(exact["effective_dimension"], rel=0.05)
+    np.testing.assert_allclose(obj.last_intercept, prop.last_intercept, rtol=1e-6)
+    g = flat(obj.value_and_grad(params)[1])
+    assert g @ flat(g0) / (np.linalg.norm(g) * np.linalg.norm(flat(g0))) > 0.99
+    with pytest.raises(ValueError, match="value_form"):
+        StochasticProp(X, y, mean="constant", value_form="plain")

@@ -334,3 +334,30 @@ def test_tune_on_cupy_matches_numpy(toy):
     np.testing.assert_allclose(res_d.history.objective, res_h.history.objective, rtol=1e-8)
     np.testing.assert_allclose(cp.asnumpy(res_d.model.predict(cp.asarray(X))), res_h.model.predict(X),
                                rtol=1e-6, atol=1e-8)
+
+
+def test_early_stopping_is_relative_to_the_objectives_progress():
+    from nyhopt.optim._stopping import trend_stalled
+
+    rng = np.random.default_rng(0)
+    base = [10.0] + [5.0 + 0.5 * (-1) ** k for k in range(40)]
+    slope = [10.0] + [5.0 - 0.01 * k + 0.5 * (-1) ** k for k in range(40)]
+    assert trend_stalled(base, 10, 1e-3) and not trend_stalled(slope, 10, 1e-3)
+    assert trend_stalled(slope, 10, 0.0)  # rel_delta=0: the classical rule alone
+    assert trend_stalled(slope, 10, 1e-3, min_delta=1.0)  # min_delta still bounds an improvement
+    # scale free: an affine change of the objective does not change the decision
+    for a, b in ((1e-6, 0.0), (1e6, -3e7), (2.0, 1e9)):
+        assert trend_stalled([a * v + b for v in slope], 10, 1e-3) == trend_stalled(slope, 10, 1e-3)
+    noisy = [10.0] + list(5.0 - 0.002 * np.arange(40) + 0.05 * rng.standard_normal(40))
+    assert not trend_stalled(noisy, 10, 1e-4) or trend_stalled(noisy, 10, 1e-2)
+
+    # in tune: the rule never stops earlier than the classical one, and it stops where the trend stalled
+    X = rng.uniform(-1, 1, size=(150, 2))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=150)
+    kw = dict(objective="gcv", epochs=60, patience=3, lr=0.3)
+    classic, relative = _quick(X, y, rel_delta=0.0, **kw), _quick(X, y, **kw)
+    assert len(relative.history) >= len(classic.history)
+    if relative.stop_reason == "patience":
+        assert trend_stalled(relative.history.objective, 3, 1e-3)
+    with pytest.raises(ValueError, match="rel_delta"):
+        _quick(X, y, rel_delta=-1.0)

@@ -12,7 +12,8 @@ from .._validation import check_matrix, check_targets
 from ..backend import get_namespace, to_numpy
 
 __all__ = ["prepare_block", "block_normal", "block_kmtv", "block_kmv", "block_moments", "block_scale_targets",
-           "block_with_probes", "block_u_pass", "block_adjoint", "block_sq_residuals", "block_rows", "target_columns",
+           "block_with_probes", "block_u_pass", "block_adjoint", "block_sq_residuals", "block_rows",
+           "block_with_ones", "block_intercept_stats", "target_columns",
            "take"]
 
 
@@ -123,6 +124,20 @@ def block_sq_residuals(block, shared, alpha):
     F = ops.kmv(kernel, X, Z, xp.asarray(alpha, dtype=X.dtype))
     R = (F - W[:, W.shape[1] - k:]).astype(np.float64)
     return (_host64((R * R).sum(axis=0)),)
+
+
+def block_with_ones(block):
+    """The block with a column of ones after its targets, ``(X, [Y | 1])`` (the intercept's right-hand side)."""
+    X, Y = block
+    xp = get_namespace(Y)
+    return (X, xp.concatenate([Y, xp.ones((Y.shape[0], 1), dtype=Y.dtype)], axis=1))
+
+
+def block_intercept_stats(block, shared, alpha):
+    """Partial ``(R^T r_1,)`` float64 (p + 1,) with ``R = [Y | 1] - K alpha`` (the last column is ``r_1``)."""
+    X, W, xp, kernel, Z = _local(block, shared)
+    R = (W - ops.kmv(kernel, X, Z, xp.asarray(alpha, dtype=X.dtype))).astype(np.float64)
+    return (_host64(R.T @ R[:, -1]),)
 
 
 def block_rows(block, local):

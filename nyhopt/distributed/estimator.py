@@ -16,10 +16,12 @@ from .. import ops
 from .._centers import select_centers
 from .._validation import check_matrix
 from ..backend import get_namespace, to_numpy
-from ..estimator import _check_fitted
+from ..estimator import _as_intercept, _check_fitted, _intercept_of
 from .._predictive import set_variance
 from ..posterior import block_whitened, check_variance_model, latent_variance, variance_model
+from ..solvers import jitter
 from ..solvers.direct import kmm_upper
+from . import _blocks
 from ..solvers import ConvergenceWarning
 from ._detect import is_dask_array
 from .falkon import falkon_solve_sharded
@@ -40,7 +42,11 @@ def fit_dask(est, X, y, client=None):
         raise TypeError("y is a dask array but X is not; pass X as a dask array too")
     if y is None:
         raise ValueError("y is None; this estimator requires y to be passed, but the target y is None")
+    fit_intercept = getattr(est, "fit_intercept", False)
+    if not isinstance(fit_intercept, (bool, np.bool_)):
+        raise TypeError(f"fit_intercept must be True or False, got {fit_intercept!r}")
     data = ShardedData(X, y, client=client)
+    c = np.zeros(data.p)
     try:
         kernel.lengthscale_array(data.d)
         Z = select_centers(X, est.centers, est.random_state, np)
@@ -51,8 +57,13 @@ def fit_dask(est, X, y, client=None):
             mean, std = data.target_moments()
             scale = np.where(std > 0, std, 1.0)
             data = data.scale_targets(mean, scale)
+        if fit_intercept:
+            data = data.derive(_blocks.block_with_ones)
         record = falkon_solve_sharded(kernel, data, Z, penalty, tol=tol, maxiter=maxiter, warn=False)
-        variance = _variance_pass(est, kernel, data, Z, penalty) if est.predictive_variance else None
+        alpha = record.alpha
+        if fit_intercept:
+            alpha, c = _profile_intercept(data, kernel, Z, alpha, penalty)
+        variance = _variance_pass(est, kernel, data, Z, penalty, fit_intercept) if est.predictive_variance else None
     finally:
         data.release()
     if not record.cg.converged:
@@ -67,22 +78,23 @@ def fit_dask(est, X, y, client=None):
     est.n_features_in_ = data.d
     if hasattr(est, "_check_feature_names"):
         est._check_feature_names(None, reset=True)  # a dask array has no feature names
-    est.alpha_ = record.alpha[:, 0] if np.ndim(y) == 1 else record.alpha
+    est.alpha_ = alpha[:, 0] if np.ndim(y) == 1 else alpha
     est.y_mean_, est.y_scale_ = mean, scale
+    est.intercept_ = _as_intercept(mean + scale * c, np.ndim(y) == 1)
     set_variance(est, variance)
     return est
 
 
-def _variance_pass(est, kernel, data, Z, penalty):
+def _variance_pass(est, kernel, data, Z, penalty, intercept=False):
     """The :class:`~nyhopt.posterior.VarianceModel` from one more pass over the sharded data.
 
     ``(kernel, Z, L^T)`` is broadcast once; each block returns its float64
     partial ``(S, AY, ||Y||^2)`` (``m x m``), summed by the data's reducer.
     """
     Lt = kmm_upper(kernel, Z, data.dtype, np)
-    S, AY, yy = data.reduce(block_whitened, data.broadcast((kernel, Z, Lt)))
+    S, AY, yy, YtY = data.reduce(block_whitened, data.broadcast((kernel, Z, Lt)))
     return variance_model(0.5 * (S + S.T), AY, float(yy[0]), Lt.T, data.n, penalty, np,
-                          amplitude=est.amplitude)
+                          amplitude=est.amplitude, YtY=YtY if intercept else None)
 
 
 def _std_block(Xb, kernel, Z, vm, scale, include_noise):
@@ -133,7 +145,23 @@ def std_dask(est, X, include_noise):
     return X.map_blocks(_std_block, *args, chunks=(X.chunks[0], (alpha.shape[1],)), dtype=dtype, meta=meta)
 
 
-def _predict_block(Xb, kernel, Z, alpha, mean, scale):
+def _profile_intercept(data, kernel, Z, alpha, penalty):
+    """``(alpha_c, c)`` from ``alpha`` of ``[Y | 1]`` (:func:`nyhopt._intercept.profile_intercept` on the blocks)."""
+    p = alpha.shape[1] - 1
+    s = data.reduce(_blocks.block_intercept_stats, data.broadcast((kernel, Z)), alpha)[0]  # R^T r_1
+    Kmm = ops.kernel_matrix(kernel, Z).astype(np.float64)
+    Kmm[np.arange(Kmm.shape[0]), np.arange(Kmm.shape[0])] += jitter(Z.dtype)
+    nl = data.n * float(penalty)
+    Ka1 = Kmm @ alpha[:, p]
+    gamma = float(s[p]) + nl * float(alpha[:, p] @ Ka1)
+    c = (s[:p] + nl * (alpha[:, :p].T @ Ka1)) / gamma
+    if not (gamma > 0 and np.all(np.isfinite(c))):
+        raise ValueError(f"the intercept is not determined (1^T (I - H) 1 = {gamma:.3g}); use a larger penalty "
+                         "or fit_intercept=False")
+    return alpha[:, :p] - alpha[:, p:] @ c[None, :], c
+
+
+def _predict_block(Xb, kernel, Z, alpha, mean, scale):  # mean: the intercept (None: f as it is)
     xp = get_namespace(Xb)
     Xb = check_matrix(Xb, "X", xp)
     f = ops.kmv(kernel, Xb, xp.asarray(Z, dtype=Xb.dtype), xp.asarray(alpha))
@@ -154,7 +182,8 @@ def predict_dask(est, X):
         )
     alpha = to_numpy(est.alpha_)
     dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float64)
-    norm = (est.y_mean_, est.y_scale_) if getattr(est, "normalize_y", False) else (None, None)
+    shift = _intercept_of(est)
+    norm = (shift, est.y_scale_) if getattr(est, "normalize_y", False) or np.any(shift) else (None, None)
     args = (est.kernel_, to_numpy(est.centers_), alpha, *norm)
     meta = X._meta.astype(dtype)  # an empty array of the chunks' type (NumPy or CuPy)
     if alpha.ndim == 1:

@@ -32,7 +32,7 @@ import numpy as np
 from .._validation import check_positive, reject_bool
 from ..kernels import KernelGrad, make_kernel
 from ..kernels._base import check_finite_grad
-from ..objectives._base import WRT_ALL, _check_wrt, _total, params_gradient
+from ..objectives._base import WRT_ALL, _check_wrt, _total, check_mean, params_gradient
 from ..objectives.stoch_prop import (
     DEFAULT_MAXITER,
     DEFAULT_TOL,
@@ -64,6 +64,9 @@ class DaskStochasticProp(StochasticProp):
     noise_variance, random_state
         As for :class:`~nyhopt.objectives.stoch_prop.StochasticProp`; the same
         ``random_state`` gives the same probes and rows.
+    mean : {None, "zero"}
+        Only the zero mean is available on a cluster (``"constant"`` raises
+        ``ValueError``).
     client : distributed.Client, optional
         Defaults to the current client; a closed one is refused.
 
@@ -90,8 +93,10 @@ class DaskStochasticProp(StochasticProp):
     def __init__(self, X, y, kernel="gaussian", *, n_probes=20, probes="gaussian", trace_estimator="rows",
                  effective_dimension_estimator="hutchinson", sketch_size=None, n_rows=None, tol=DEFAULT_TOL,
                  maxiter=DEFAULT_MAXITER, warm_start=True, normalization="released", value_form="energy",
-                 gradient="whitened", kernel_cache=False, gram="auto", noise_variance=1.0, random_state=None,
-                 client=None):
+                 gradient="whitened", kernel_cache=False, gram="auto", mean=None, noise_variance=1.0,
+                 random_state=None, client=None):
+        if check_mean(mean, self.default_mean) != "zero":
+            raise ValueError(f"mean={mean!r} is not available on dask arrays yet; use mean='zero'")
         for name, value, ok in (("effective_dimension_estimator", effective_dimension_estimator, "hutchinson"),
                                 ("trace_estimator", trace_estimator, "rows")):
             if value != ok:
@@ -110,6 +115,7 @@ class DaskStochasticProp(StochasticProp):
         self.kernel = make_kernel(kernel)
         self.noise_variance = check_positive(noise_variance, "noise_variance")
         self.random_state = reject_bool(random_state, "random_state")
+        self.mean, self.last_intercept = "zero", None
         self._set_options(n_probes, probes, trace_estimator, effective_dimension_estimator, sketch_size,
                           n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, False, False)
         self.seed = derive_seed(random_state)

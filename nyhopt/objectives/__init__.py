@@ -97,7 +97,10 @@ def make_objective(name, X, y, kernel="gaussian", **options) -> Objective:
         Kernel family (its lengthscale is replaced by the params').
     **options
         Options of the objective: every objective takes ``noise_variance``
-        (default 1.0) and ``random_state``; ``holdout`` takes
+        (default 1.0), ``random_state`` and ``mean`` ("zero" or
+        "constant": an unpenalized constant per output, profiled in closed
+        form at every evaluation, see ``docs/objectives.md``; default
+        "constant" for ``sgpr``, "zero" for the others); ``holdout`` takes
         ``val_fraction`` (default 0.6); ``prop`` takes ``normalization``
         ("released" or "paper"); ``sgpr`` takes ``amplitude`` ("profile" or
         "learn"); ``stoch-prop`` takes the options of
@@ -123,7 +126,7 @@ def make_objective(name, X, y, kernel="gaussian", **options) -> Objective:
     >>> make_objective("holdout", X, y, folds=3)
     Traceback (most recent call last):
     ...
-    ValueError: unknown option(s) ['folds'] for objective 'holdout'; valid options: ['noise_variance', 'random_state', 'val_fraction']
+    ValueError: unknown option(s) ['folds'] for objective 'holdout'; valid options: ['mean', 'noise_variance', 'random_state', 'val_fraction']
     """
     cls = _lookup(name)
     dask = any_dask_array(X, y)

@@ -44,10 +44,10 @@ A subclass sets the class attribute ``name`` and implements one method,
 
 Optionally:
 
-``__init__(self, X, y, kernel="gaussian", *, <own options>, noise_variance=1.0, random_state=None)``
-    call ``super().__init__(X, y, kernel, noise_variance=..., random_state=...)``
+``__init__(self, X, y, kernel="gaussian", *, <own options>, mean=None, noise_variance=1.0, random_state=None)``
+    call ``super().__init__(X, y, kernel, mean=..., noise_variance=..., random_state=...)``
     first (it validates and stores ``X``, ``Y``, ``n``, ``p``, ``xp``,
-    ``kernel``, ``noise_variance``, ``random_state``), then validate and
+    ``kernel``, ``mean``, ``noise_variance``, ``random_state``), then validate and
     store the own options.  Fix everything random (splits, probes) here.
 ``_check_centers(self, m)``
     extra checks on the number of centers (default: ``m <= n``).
@@ -111,6 +111,21 @@ __all__ = [
     "WRT_ALL",
     "jitter",
 ]
+
+#: Values of the objectives' option ``mean``.
+MEANS = ("zero", "constant")
+
+
+def check_mean(mean, default):
+    """``mean`` validated (None gives ``default``)."""
+    if mean is None:
+        return default
+    if not isinstance(mean, str):
+        raise TypeError(f"mean must be one of {MEANS}, got {mean!r}")
+    if mean not in MEANS:
+        raise ValueError(f"mean must be one of {MEANS}, got {mean!r}")
+    return mean
+
 
 #: Every coordinate of :class:`~nyhopt.params.Params`, the default ``wrt``.
 WRT_ALL = ("penalty", "lengthscale", "centers", "amplitude")
@@ -333,6 +348,11 @@ class Objective:
         Targets; cast to the dtype of ``X``.
     kernel : str or Kernel, default "gaussian"
         Kernel family; its lengthscale is a template replaced by the params'.
+    mean : {"zero", "constant"}, optional
+        The model's mean: ``"zero"`` (the targets as they are) or
+        ``"constant"`` (an unpenalized constant per output, profiled in
+        closed form at every evaluation, ``docs/objectives.md``, "A constant
+        mean"); default :attr:`default_mean` of the class.
     noise_variance : float, default 1.0
         :math:`s^2`, the noise-variance estimate (labels standardized).
     random_state : int, numpy.random.Generator or None
@@ -349,6 +369,10 @@ class Objective:
     kernel : Kernel
     noise_variance : float
     random_state : int, Generator or None
+    mean : str
+        ``"zero"`` or ``"constant"``.
+    last_intercept : numpy.ndarray (p,) or None
+        :math:`c^*` of the most recent evaluation with ``mean="constant"``.
 
     Raises
     ------
@@ -382,6 +406,9 @@ class Objective:
     #: Whether the value depends on the kernel amplitude ``params.amplitude`` (``sgpr``);
     #: for the others its gradient is exactly zero.
     uses_amplitude = False
+    #: The mean of the model when ``mean`` is not given: "zero" (targets as they are) or
+    #: "constant" (an unpenalized intercept profiled at every evaluation, docs/objectives.md).
+    default_mean = "zero"
     #: CPU engine that keeps its threads during an evaluation (see :mod:`nyhopt._threads`).
     cpu_engine = "pool"
 
@@ -389,7 +416,7 @@ class Objective:
         """The CPU engine (:mod:`nyhopt._threads`) of an evaluation at ``params``: :attr:`cpu_engine`."""
         return self.cpu_engine
 
-    def __init__(self, X, y, kernel="gaussian", *, noise_variance=1.0, random_state=None):
+    def __init__(self, X, y, kernel="gaussian", *, mean=None, noise_variance=1.0, random_state=None):
         xp = get_namespace(X, y)
         self.xp = xp
         self.X = check_matrix(X, "X", xp)
@@ -401,6 +428,10 @@ class Objective:
         self.kernel = make_kernel(kernel)
         self.noise_variance = check_positive(noise_variance, "noise_variance")
         self.random_state = reject_bool(random_state, "random_state")
+        self.mean = check_mean(mean, self.default_mean)
+        #: The profiled constant :math:`c^*` (numpy (p,)) of the most recent evaluation with
+        #: ``mean="constant"`` (None before the first, and always with ``mean="zero"``).
+        self.last_intercept = None
         #: Named parts of the most recent evaluation (None before the first): free to
         #: read, where :meth:`terms` evaluates again.
         self.last_terms = None

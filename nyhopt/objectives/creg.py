@@ -11,11 +11,16 @@ Named terms: ``data_fit`` = :math:`\\|R\\|_F^2/(np)` and
 Gradient: :math:`d\\mathcal{L} = \\frac{1}{np}d\\|R\\|_F^2 + \\frac{2s^2}{n}dD`,
 with :math:`d\\|R\\|_F^2` as in :mod:`nyhopt.objectives.gcv` and :math:`dD` as
 in :mod:`nyhopt.objectives.prop`.
+
+Constant mean (``mean="constant"``): :math:`\\frac{1}{np}\\|R_c\\|_F^2 +
+\\frac{2s^2}{n}D_c` with :math:`R_c = (I-H_c)Y`, :math:`D_c = \\mathrm{Tr}\\,H_c
+= D + \\|v\\|^2/\\gamma`; the differentials as in :mod:`nyhopt.objectives.gcv`.
 """
 from __future__ import annotations
 
 from ._base import Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, trace_hat
+from ._mean import MeanChain, centered_fit
 
 __all__ = ["CReg"]
 
@@ -50,12 +55,20 @@ class CReg(Objective):
     def _evaluate(self, ctx):
         xp, n, p, s2 = self.xp, self.n, self.p, self.noise_variance
         fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad)
-        f = fit(fac, self.Y, xp)
-        D = trace_hat(fac, xp)
+        mf = centered_fit(fac, self.Y, xp) if self.mean == "constant" else None
+        f = fit(fac, self.Y, xp) if mf is None else mf.fit
+        self.last_intercept = None if mf is None else mf.c
+        D = trace_hat(fac, xp) + (0.0 if mf is None else mf.extra_dim)
         terms = {"data_fit": f.rss / (n * p), "effective_dimension": 2.0 * s2 * D / n}
         if not ctx.need_grad:
             return Evaluation(terms)
-        b = CotangentBuilder(fac, self.Y, f, xp)
-        b.add_rss(1.0 / (n * p))
+        b = CotangentBuilder(fac, self.Y if mf is None else mf.Y, f, xp)
+        if mf is None:
+            b.add_rss(1.0 / (n * p))
+        else:
+            chain = MeanChain(mf, fac, xp)
+            chain.add_residual(mf.R, 2.0 / (n * p), fac.n_lam * f.beta[:, :p])
+            chain.add_extra_dim(2.0 * s2 / n)
+            chain.flush(b)
         b.add_trace_hat(2.0 * s2 / n)
         return Evaluation(terms, b.cotangents(self.X))

@@ -32,11 +32,21 @@ Gradient.
 :math:`dB = dK^TK + K^TdK + n\\,d\\lambda\\,\\tilde K + n\\lambda\\,d\\tilde K`).
 For :math:`P = R`, :math:`AR = n\\lambda\\beta`, so
 :math:`g = n\\lambda L^{-T}M^{-1}\\beta` costs only :math:`O(m^2p)`.
+
+Constant mean (``mean="constant"``).  :math:`R_c = (I-H_c)Y = (I-H)\\tilde Y`
+and :math:`D_c = D + \\|v\\|^2/\\gamma` replace :math:`R` and :math:`D`
+(:math:`H_c = H + vv^T/\\gamma`, :math:`v = (I-H)1`, :math:`\\gamma = 1^Tv`,
+:math:`\\tilde Y = Y - 1c^{*T}`, :math:`c^* = v^TY/\\gamma`).  With
+:math:`dc^* = -1^TdH\\,\\tilde Y/\\gamma`,
+:math:`d\\|R_c\\|^2 = -2\\,\\mathrm{Tr}\\big((R_c - 1g^T/\\gamma)^TdH\\,\\tilde Y\\big)`,
+:math:`g = R_c^Tv`, and :math:`d(\\|v\\|^2/\\gamma) = \\mathrm{Tr}(P_1^TdH\\,1)`,
+:math:`P_1 = -2v/\\gamma + (\\|v\\|^2/\\gamma^2)1` (:mod:`nyhopt.objectives._mean`).
 """
 from __future__ import annotations
 
 from ._base import Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, trace_hat
+from ._mean import MeanChain, centered_fit
 
 __all__ = ["GCV"]
 
@@ -71,14 +81,23 @@ class GCV(Objective):
     def _evaluate(self, ctx):
         xp, n, p = self.xp, self.n, self.p
         fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad)
-        f = fit(fac, self.Y, xp)
-        D = trace_hat(fac, xp)
+        mf = centered_fit(fac, self.Y, xp) if self.mean == "constant" else None
+        f = fit(fac, self.Y, xp) if mf is None else mf.fit
+        self.last_intercept = None if mf is None else mf.c
+        D = trace_hat(fac, xp) + (0.0 if mf is None else mf.extra_dim)
         ratio = n / (n - D)
         data_fit = f.rss / (n * p)
         terms = {"data_fit": data_fit, "complexity": data_fit * (ratio * ratio - 1.0)}
         if not ctx.need_grad:
             return Evaluation(terms)
-        b = CotangentBuilder(fac, self.Y, f, xp)
-        b.add_rss(n / (p * (n - D) ** 2))
-        b.add_trace_hat(2.0 * n * f.rss / (p * (n - D) ** 3))
+        c_rss, c_dim = n / (p * (n - D) ** 2), 2.0 * n * f.rss / (p * (n - D) ** 3)
+        b = CotangentBuilder(fac, self.Y if mf is None else mf.Y, f, xp)
+        if mf is None:
+            b.add_rss(c_rss)
+        else:  # d||R_c||^2 = 2 Tr(R_c^T dR_c), with A R_c = n lam beta_c
+            chain = MeanChain(mf, fac, xp)
+            chain.add_residual(mf.R, 2.0 * c_rss, fac.n_lam * f.beta[:, :p])
+            chain.add_extra_dim(c_dim)
+            chain.flush(b)
+        b.add_trace_hat(c_dim)
         return Evaluation(terms, b.cotangents(self.X))

@@ -30,6 +30,16 @@ For a fixed :math:`V` (m x p) and :math:`q = B^{-1}V`, from
 with :math:`R_t = Y_t - K_t\\alpha`.  All cotangents on :math:`K_t` and
 :math:`K_v` have rank at most :math:`3p`, so the kernel adjoints run in
 low-rank form (no ``n x m`` cotangent).
+
+Constant mean (``mean="constant"``).  The fit on the training part has an
+unpenalized constant, :math:`c^* = v_t^TY_t/\\gamma_t` (:math:`v_t = (I -
+H_t)1`, :math:`\\gamma_t = 1^Tv_t`), :math:`\\alpha` the fit of
+:math:`Y_t - 1c^{*T}`, and :math:`R_v = Y_v - K_v\\alpha - 1c^{*T}`.  Then
+:math:`dR_v = -dK_v\\alpha - K_v\\,d\\alpha|_c - v_v\\,dc^{*T}` with
+:math:`v_v = 1 - K_v\\alpha_1` (:math:`\\alpha_1` the fit of the ones) and
+:math:`dc^* = -1^TdH_t\\,\\tilde Y_t/\\gamma_t`, which adds the quadratic form
+:math:`2c\\,\\mathrm{Tr}((1g^T/\\gamma_t)^TdH_t\\,\\tilde Y_t)`,
+:math:`g = R_v^Tv_v`, on the training rows (:mod:`nyhopt.objectives._mean`).
 """
 from __future__ import annotations
 
@@ -40,6 +50,7 @@ import numpy as np
 from ..ops import kernel_matrix
 from ._base import Evaluation, KernelCotangent, Objective
 from ._exact import CotangentBuilder, _sumsq, factorize, fit, kernel_reused, tri_solve
+from ._mean import MeanChain, centered_fit
 
 __all__ = ["Holdout"]
 
@@ -79,8 +90,9 @@ class Holdout(Objective):
 
     name = "holdout"
 
-    def __init__(self, X, y, kernel="gaussian", *, val_fraction=0.6, noise_variance=1.0, random_state=None):
-        super().__init__(X, y, kernel, noise_variance=noise_variance, random_state=random_state)
+    def __init__(self, X, y, kernel="gaussian", *, val_fraction=0.6, mean=None, noise_variance=1.0,
+                 random_state=None):
+        super().__init__(X, y, kernel, mean=mean, noise_variance=noise_variance, random_state=random_state)
         if isinstance(val_fraction, bool) or not isinstance(val_fraction, numbers.Real):
             raise TypeError(f"val_fraction must be a number in (0, 1), got {val_fraction!r}")
         val_fraction = float(val_fraction)
@@ -105,17 +117,37 @@ class Holdout(Objective):
     def _evaluate(self, ctx):
         xp = self.xp
         fac = factorize(ctx.kernel, self._Xt, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad)
-        f = fit(fac, self._Yt, xp)
+        p = self.p
+        if self.mean == "constant":
+            mf = centered_fit(fac, self._Yt, xp)
+            f, Yb, alpha = mf.fit, mf.Y, mf.fit.alpha[:, :p]
+            self.last_intercept = mf.c
+        else:
+            mf, f, Yb = None, fit(fac, self._Yt, xp), self._Yt
+            alpha = f.alpha
         # K_v^T = k(Z, X_v) (m, n_val); computed in that order when the adjoint reads it again
         keep = ctx.need_grad and kernel_reused(ctx.kernel, xp)
         KvT = kernel_matrix(ctx.kernel, ctx.Z, self._Xv) if keep else kernel_matrix(ctx.kernel, self._Xv, ctx.Z).T
-        Rv = self._Yv - KvT.T @ f.alpha.astype(KvT.dtype)
-        c = 1.0 / (self.n_val * self.p)
+        # with the constant: the fit of its train split, R_v = Y_v - K_v alpha_c - c*
+        Yv = self._Yv if mf is None else self._Yv - xp.asarray(mf.c).astype(self._Yv.dtype)[None, :]
+        Rv = Yv - KvT.T @ alpha.astype(KvT.dtype)
+        c = 1.0 / (self.n_val * p)
         terms = {"validation_error": _sumsq(Rv, xp) * c}
         if not ctx.need_grad:
             return Evaluation(terms)
-        b = CotangentBuilder(fac, self._Yt, f, xp)
-        b.add_alpha_vjp(tri_solve(fac.L, (KvT @ Rv).astype(xp.float64), xp), -2.0 * c)
-        val = KernelCotangent(self._Xv, P=Rv, Q=((-2.0 * c) * f.alpha).astype(Rv.dtype), KT=KvT if keep else None)
+        b = CotangentBuilder(fac, Yb, f, xp)
+        KvR = (KvT @ Rv).astype(xp.float64)
+        if mf is not None:
+            # dR_v = -dK_v alpha_c - K_v dalpha_c|_c - v_v dc*, v_v = 1 - K_v alpha_1, and
+            # dc* = -1^T dH_t Ytilde_t / gamma: a quadratic form with P = 1 g^T / gamma, g = R_v^T v_v.
+            vv_ = 1.0 - KvT.T @ f.alpha[:, p].astype(KvT.dtype)
+            g = (Rv.T @ vv_).astype(xp.float64) / mf.gamma
+            chain = MeanChain(mf, fac, xp)
+            chain.P[:, :p] += (2.0 * c) * g[None, :]
+            chain.AP[:, :p] += (2.0 * c) * (f.AY[:, p:] @ g[None, :])
+            chain.flush(b)
+            KvR = xp.concatenate([KvR, xp.zeros((KvR.shape[0], 1), dtype=KvR.dtype)], axis=1)
+        b.add_alpha_vjp(tri_solve(fac.L, KvR, xp), -2.0 * c)
+        val = KernelCotangent(self._Xv, P=Rv, Q=((-2.0 * c) * alpha).astype(Rv.dtype), KT=KvT if keep else None)
         del KvT
         return Evaluation(terms, b.cotangents(self._Xt, extra_nm=(val,)))

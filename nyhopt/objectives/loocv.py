@@ -36,11 +36,23 @@ and in factored form, with :math:`\\Psi = VUV^T` and :math:`X_1 = C^{-1}L^{-1}`:
 :math:`\\Phi = X_1^T\\Psi X_1`, :math:`\\mathrm{Tr}(\\Phi\\tilde K) =
 \\mathrm{Tr}(C^{-T}\\Psi C^{-1})` (since :math:`X_1L = C^{-1}`).  Cost: three more ``n x m x m`` products than
 :mod:`nyhopt.objectives.prop` (:math:`V`, :math:`\\Psi`, :math:`UV^TX_1`).
+
+Constant mean (``mean="constant"``).  The leave-one-out error of the smoother
+with intercept :math:`H_c = H + vv^T/\\gamma`: residuals :math:`R_c =
+(I-H)\\tilde Y` and leverages :math:`h_c = h + v\\odot v/\\gamma`.  The
+gradient adds, to the two terms above (with :math:`u`, :math:`w` from
+:math:`h_c`, :math:`R_c`), :math:`\\mathrm{Tr}(G^TdR_c)` with
+:math:`G = 2c\\,\\mathrm{diag}(w)R_c` through :math:`dc^* = -1^TdH\\,\\tilde Y/\\gamma`,
+and :math:`2c\\sum_iu_i\\,d(v_i^2/\\gamma) = \\mathrm{Tr}(P_1^TdH\\,1)`,
+:math:`P_1 = 2c\\,[-2(u\\odot v)/\\gamma + (u^T(v\\odot v)/\\gamma^2)1]`
+(:mod:`nyhopt.objectives._mean`; :math:`A(u\\odot v)` is one more column of
+the pass that forms :math:`A\\,\\mathrm{diag}(w)R_c`).
 """
 from __future__ import annotations
 
 from ._base import Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, gram, solve_lower_inplace, sym, tri_solve
+from ._mean import MeanChain, centered_fit
 
 __all__ = ["LOOCV"]
 
@@ -76,12 +88,18 @@ class LOOCV(Objective):
         xp, n, p = self.xp, self.n, self.p
         f64 = xp.float64
         fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad)
-        f = fit(fac, self.Y, xp)
+        mf = centered_fit(fac, self.Y, xp) if self.mean == "constant" else None
+        f = fit(fac, self.Y, xp) if mf is None else mf.fit
+        R = f.R if mf is None else mf.R
         At = fac.At
         Vt = solve_lower_inplace(fac.C, At.T.copy(), xp).T  # (n, m): V^T, V = C^{-1} A
         h = xp.einsum("ij,ij->i", Vt, Vt).astype(f64)
+        if mf is not None:  # diag(H_c) = diag(H) + v^2 / gamma
+            v64 = mf.v.astype(f64)
+            h = h + v64 * v64 / mf.gamma
+            self.last_intercept = mf.c
         one_minus_h = 1.0 - h
-        r2 = xp.einsum("ij,ij->i", f.R, f.R).astype(f64)
+        r2 = xp.einsum("ij,ij->i", R, R).astype(f64)
         c = 1.0 / (n * p)
         terms = {
             "data_fit": f.rss * c,
@@ -91,8 +109,18 @@ class LOOCV(Objective):
             return Evaluation(terms)
         w = 1.0 / one_minus_h**2
         u = r2 / one_minus_h**3
-        b = CotangentBuilder(fac, self.Y, f, xp)
-        b.add_hat_quadratic(f.R * w[:, None].astype(f.R.dtype), -2.0 * c)
+        if mf is None:
+            b = CotangentBuilder(fac, self.Y, f, xp)
+            b.add_hat_quadratic(R * w[:, None].astype(R.dtype), -2.0 * c)
+        else:  # Tr(G^T dR_c) with G = 2c w R_c, and sum_i 2c u_i d(v_i^2 / gamma)
+            b = CotangentBuilder(fac, mf.Y, f, xp)
+            wR = R * w[:, None].astype(R.dtype)
+            uv = (u * v64).astype(R.dtype)
+            AG = (At.T @ xp.concatenate([wR, uv[:, None]], axis=1)).astype(f64)
+            chain = MeanChain(mf, fac, xp)
+            chain.add_residual(wR, 2.0 * c, AG[:, :p])
+            chain.add_leverage(u, 2.0 * c, AG[:, p])
+            chain.flush(b)
         # 2c Tr(U dH)
         Psi = gram(Vt.T, xp, weights=u)  # V diag(u) V^T
         X1 = tri_solve(fac.C, b.get("Linv"), xp)

@@ -45,11 +45,22 @@ All :math:`G_{nm}` parts are summed into one :math:`A^T W + Y Q_1^T`, formed
 with a single ``n x m x m`` product, and contracted once with the kernel
 adjoint (see :mod:`nyhopt.objectives._exact`).  Cost
 :math:`O(nm^2 + m^3)`, memory two ``n x m`` arrays.
+
+Constant mean (``mean="constant"``).  With the smoother of ridge regression
+with intercept, :math:`H_c = H + vv^T/\\gamma` (:math:`v = (I-H)1`,
+:math:`\\gamma = 1^Tv`), :math:`D` becomes :math:`D_c = D + \\|v\\|^2/\\gamma`
+and :math:`F` becomes :math:`F_c = \\mathrm{Tr}\\,\\tilde Y^T(I-H)\\tilde Y`,
+:math:`\\tilde Y = Y - 1c^{*T}`, :math:`c^* = v^TY/\\gamma`.  Gradient:
+:math:`dF_c = -\\mathrm{Tr}(\\tilde Y^TdH\\,\\tilde Y)` (envelope theorem) and
+:math:`d(\\|v\\|^2/\\gamma) = \\mathrm{Tr}(P_1^TdH\\,1)`,
+:math:`P_1 = -2v/\\gamma + (\\|v\\|^2/\\gamma^2)1`, both quadratic forms of
+:math:`dH` (:mod:`nyhopt.objectives._mean`).
 """
 from __future__ import annotations
 
 from ._base import Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, trace_hat, trace_knn, trace_nystrom
+from ._mean import MeanChain, centered_fit
 
 __all__ = ["Prop"]
 
@@ -95,8 +106,9 @@ class Prop(Objective):
 
     name = "prop"
 
-    def __init__(self, X, y, kernel="gaussian", *, normalization="released", noise_variance=1.0, random_state=None):
-        super().__init__(X, y, kernel, noise_variance=noise_variance, random_state=random_state)
+    def __init__(self, X, y, kernel="gaussian", *, normalization="released", mean=None, noise_variance=1.0,
+                 random_state=None):
+        super().__init__(X, y, kernel, mean=mean, noise_variance=noise_variance, random_state=random_state)
         if normalization not in _NORMALIZATIONS:
             raise ValueError(f"normalization must be one of {_NORMALIZATIONS}, got {normalization!r}")
         self.normalization = normalization
@@ -105,8 +117,10 @@ class Prop(Objective):
         xp, n, p, s2, lam = self.xp, self.n, self.p, self.noise_variance, ctx.penalty
         c = float(n) ** 2 if self.normalization == "released" else float(n)
         fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp, keep_kernel=ctx.need_grad)
-        f = fit(fac, self.Y, xp)
-        D = trace_hat(fac, xp)
+        mf = centered_fit(fac, self.Y, xp) if self.mean == "constant" else None
+        f = fit(fac, self.Y, xp) if mf is None else mf.fit
+        self.last_intercept = None if mf is None else mf.c
+        D = trace_hat(fac, xp) + (0.0 if mf is None else mf.extra_dim)
         T = trace_knn(ctx.kernel, self.X, xp) - trace_nystrom(fac, xp)
         terms = {
             "effective_dimension": 2.0 * s2 * D / n,
@@ -115,9 +129,15 @@ class Prop(Objective):
         }
         if not ctx.need_grad:
             return Evaluation(terms)
-        b = CotangentBuilder(fac, self.Y, f, xp)
+        b = CotangentBuilder(fac, self.Y if mf is None else mf.Y, f, xp)
         b.add_trace_hat(2.0 * s2 / n)
-        b.add_fit(2.0 / (n * p) * (1.0 + T / (c * lam)))
+        if mf is None:
+            b.add_fit(2.0 / (n * p) * (1.0 + T / (c * lam)))
+        else:
+            chain = MeanChain(mf, fac, xp)
+            chain.add_extra_dim(2.0 * s2 / n)
+            chain.add_fit(2.0 / (n * p) * (1.0 + T / (c * lam)))
+            chain.flush(b)
         b.add_trace_nystrom(-2.0 * f.fit / (n * p * c * lam))
         b.add_log_penalty(-terms["trace"])  # trace is proportional to 1/lam
         return Evaluation(terms, b.cotangents(self.X))

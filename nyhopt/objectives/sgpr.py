@@ -57,6 +57,19 @@ envelope theorem the gradient in :math:`(\\log\\lambda, \\log\\ell, Z)` is
 the partial gradient above at :math:`a = a^*` and the one in
 :math:`\\log a` is 0.  The last :math:`a^*` is kept in
 :attr:`SGPR.last_amplitude` (``tune`` records it).
+
+Constant mean (``mean="constant"``, the default here).  The bound of the GP
+:math:`y \\sim GP(c, a\\,k)` with one constant per output, profiled with the
+amplitude (the joint optimum): the data term
+:math:`\\mathrm{Tr}((Y-1c^T)^TS_n^{-1}(Y-1c^T))/a` is minimized by the GLS
+constant :math:`c^* = 1^TS_n^{-1}Y/1^TS_n^{-1}1 = v^TY/\\gamma`
+(:math:`v = (I-H)1`, :math:`\\gamma = 1^Tv`) for every :math:`a`, so the
+profile of the amplitude keeps its form with :math:`F` replaced by
+:math:`F_c = \\mathrm{Tr}\\,\\tilde Y^T(I-H)\\tilde Y`, :math:`\\tilde Y = Y -
+1c^{*T}`: :math:`a^* = F_c/(n^2p\\lambda)`.  By the envelope theorem the
+gradient is the one above at :math:`\\tilde Y` with :math:`c^*` fixed
+(:mod:`nyhopt.objectives._mean`).  The last :math:`c^*` is
+:attr:`SGPR.last_intercept`.
 """
 from __future__ import annotations
 
@@ -64,6 +77,7 @@ import math
 
 from ._base import Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, logdet_M, trace_knn, trace_nystrom
+from ._mean import MeanChain, centered_fit
 
 __all__ = ["SGPR"]
 
@@ -116,9 +130,11 @@ class SGPR(Objective):
 
     name = "sgpr"
     uses_amplitude = True
+    default_mean = "constant"
 
-    def __init__(self, X, y, kernel="gaussian", *, amplitude="profile", noise_variance=1.0, random_state=None):
-        super().__init__(X, y, kernel, noise_variance=noise_variance, random_state=random_state)
+    def __init__(self, X, y, kernel="gaussian", *, amplitude="profile", mean=None, noise_variance=1.0,
+                 random_state=None):
+        super().__init__(X, y, kernel, mean=mean, noise_variance=noise_variance, random_state=random_state)
         if not isinstance(amplitude, str):
             raise TypeError(f"amplitude must be one of {_AMPLITUDE_MODES}, got {amplitude!r}")
         if amplitude not in _AMPLITUDE_MODES:
@@ -130,7 +146,12 @@ class SGPR(Objective):
         xp, n, p, lam, a = self.xp, self.n, self.p, ctx.penalty, ctx.amplitude
         fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp, keep_kernel=ctx.need_grad)
         m = fac.L.shape[0]
-        f = fit(fac, self.Y, xp)
+        if self.mean == "constant":
+            mf = centered_fit(fac, self.Y, xp)
+            f, Yb = mf.fit, mf.Y
+            self.last_intercept = mf.c
+        else:
+            mf, f, Yb = None, fit(fac, self.Y, xp), self.Y
         T = trace_knn(ctx.kernel, self.X, xp) - trace_nystrom(fac, xp)
         nl = fac.n_lam
         profile = self.amplitude == "profile"
@@ -147,11 +168,16 @@ class SGPR(Objective):
         }
         if not ctx.need_grad:
             return Evaluation(terms)
-        b = CotangentBuilder(fac, self.Y, f, xp)
+        b = CotangentBuilder(fac, Yb, f, xp)
         b.add_logdet_M(1.0 / n)
         # d/dlog(lam) of the parts (n - m) log(n lam) / n, data_fit and trace (both ~ 1/lam)
         b.add_log_penalty((n - m) / n - terms["data_fit"] - terms["trace"])
-        b.add_fit(1.0 / (n * p * nl) / a)
+        if mf is None:
+            b.add_fit(1.0 / (n * p * nl) / a)
+        else:  # the same at the profiled constant (envelope theorem)
+            chain = MeanChain(mf, fac, xp)
+            chain.add_fit(1.0 / (n * p * nl) / a)
+            chain.flush(b)
         b.add_trace_nystrom(-1.0 / (n * nl))
         cot = b.cotangents(self.X)._replace(log_amplitude=0.0 if profile else 1.0 - terms["data_fit"])
         return Evaluation(terms, cot)

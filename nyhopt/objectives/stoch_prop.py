@@ -116,6 +116,7 @@ from ..solvers import jitter
 from ..solvers._linalg import add_to_diagonal, cholesky_upper, solve_triangular
 from ..solvers.falkon import ConvergenceWarning, FalkonPreconditioner, falkon_solve
 from ._base import Cotangents, Evaluation, KernelCotangent, Objective
+from ._stoch_mean import constant_gamma, profile_constant
 from ._trace import (
     PROBE_KINDS,
     TraceProbes,
@@ -346,6 +347,13 @@ class StochasticProp(Objective):
         previous step (:data:`EXPECTED_ITERATIONS` before the first), and
         during a solve once streaming has cost as much; not on a GPU (not
         measured there yet).  The iterates are the same up to rounding.
+    mean : {"zero", "constant"}, default "zero"
+        ``"constant"``: an unpenalized constant per output, profiled at every
+        evaluation from one more right-hand side (a column of ones) in the
+        same solve; the probes then estimate :math:`\operatorname{Tr} H_c`
+        and the data fit is that of the centered targets
+        (:mod:`nyhopt.objectives._stoch_mean`, ``docs/objectives.md``).
+        Needs ``value_form="energy"``; not available on dask arrays.
     noise_variance : float, default 1.0
         :math:`s^2`.
     random_state : int, Generator or None
@@ -416,7 +424,8 @@ class StochasticProp(Objective):
         gram = self.gram
         if gram == "auto":
             expected = EXPECTED_ITERATIONS if self.last_solve is None else max(self.last_solve.iterations, 1)
-            gram = gram_pays(m, self.n_probes + self.p, expected, xp, dtype=self.X.dtype, held=cache is not None)
+            gram = gram_pays(m, self.n_probes + self.p + self._n_ones, expected, xp, dtype=self.X.dtype,
+                             held=cache is not None)
         return cache, gram
 
     def _cpu_engine(self, params):
@@ -450,13 +459,17 @@ class StochasticProp(Objective):
         gradient="whitened",
         kernel_cache="auto",
         gram="auto",
+        mean=None,
         noise_variance=1.0,
         random_state=None,
     ):
-        super().__init__(X, y, kernel, noise_variance=noise_variance, random_state=random_state)
+        super().__init__(X, y, kernel, mean=mean, noise_variance=noise_variance, random_state=random_state)
         self._set_options(n_probes, probes, trace_estimator, effective_dimension_estimator, sketch_size,
                           n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, kernel_cache,
                           gram)
+        if self.mean == "constant" and self.value_form != "energy":
+            raise ValueError("mean='constant' needs value_form='energy' (the constant is profiled on the "
+                             "energy forms)")
         if self.kernel_cache == "float16" and self.X.dtype != np.float32:
             raise ValueError(f"kernel_cache='float16' needs float32 data, got {self.X.dtype.name} "
                              "(pass dtype='float32' or cast X)")
@@ -531,9 +544,18 @@ class StochasticProp(Objective):
             self.probes = None
             self._W = None
 
+    @property
+    def _n_ones(self):
+        """1 when the right-hand sides end with a column of ones (``mean="constant"``), else 0."""
+        return 1 if self.mean == "constant" else 0
+
     def _stack(self, probes: TraceProbes):
-        """``W = [V | Y]`` in the data dtype (the right-hand sides of every solve)."""
-        return self.xp.concatenate([probes.vectors.astype(self.X.dtype, copy=False), self.Y], axis=1)
+        """``W = [V | Y]`` (``[V | Y | 1]`` with the constant) in the data dtype (the right-hand sides)."""
+        xp = self.xp
+        parts = [probes.vectors.astype(self.X.dtype, copy=False), self.Y]
+        if self._n_ones:
+            parts.append(xp.ones((self.n, 1), dtype=self.X.dtype))
+        return xp.concatenate(parts, axis=1)
 
     def _ensure_probes(self, kernel, Z, op):
         if self.probes is not None:
@@ -559,7 +581,7 @@ class StochasticProp(Objective):
         xp, X = self.xp, self.X
         m = Z.shape[0]
         precond = FalkonPreconditioner(kernel, Z, lam, self.n, dtype=X.dtype)
-        n_rhs = len(self.probes.weights) + self.p
+        n_rhs = len(self.probes.weights) + self.p + self._n_ones
         beta0 = self._start(m, n_rhs)
         if rhs is None and self.trace_estimator == "hutchinson":  # Knm^T V is needed for Tr Kt
             rhs = op.kmtv(W).astype(xp.float64, copy=False)
@@ -612,7 +634,8 @@ class StochasticProp(Objective):
         """
         xp, X, W = self.xp, self.X, self._W
         f64 = xp.float64
-        P = (2.0 * (W.astype(f64, copy=False) - st.u.astype(f64, copy=False))) * beta[None, :]
+        R2 = 2.0 * (W.astype(f64, copy=False) - st.u.astype(f64, copy=False))
+        P = R2 @ beta if beta.ndim == 2 else R2 * beta[None, :]  # a matrix Gamma: bilinear forms
         Q = a
         if extra is not None:
             omega, Gam = extra
@@ -670,11 +693,15 @@ class StochasticProp(Objective):
         bb = xp.sum(b * b, axis=0)
         if self.value_form == "energy":
             q = 2.0 * st.wu - st.uu - c * bb
-            F = float(xp.sum(st.rr[k:])) + c * float(xp.sum(bb[k:]))
+            F = float(xp.sum(st.rr[k:k + p])) + c * float(xp.sum(bb[k:k + p]))
         else:
             q = st.wu
             F = float(xp.sum(st.ww[k:])) - float(xp.sum(q[k:]))
         D = float(xp.sum(weights * q[:k]))
+        if self._n_ones:
+            cm = profile_constant(self._W, st.u, b, c, weights, k, p, xp)
+            self.last_intercept = cm.c
+            F, D = F - cm.fit_drop, D + cm.extra_dim
         T, tr = self._trace_gap(kernel, Z, rhs, weights, k)
 
         g = 1.0 + T / kappa
@@ -688,14 +715,21 @@ class StochasticProp(Objective):
         if not ctx.need_grad:
             return Evaluation(terms, None)
 
-        # Cotangents: column weights beta_j = d value / d q_j.
+        # Cotangents: column weights beta_j = d value / d q_j (with the constant, a symmetric matrix
+        # Gamma of the bilinear forms B(w_i, w_l), see _constant).
         beta = xp.concatenate([2.0 * s2 / n * weights, xp.full(p, -scale * g, dtype=f64)])
+        if self._n_ones:
+            beta = constant_gamma(cm, beta, scale * g, 2.0 * s2 / n, weights, k, p, xp)
+            bmat = beta
+        else:
+            bmat = None
         if whitened:
             s_hat = solve_triangular(precond.T, st.KtW.astype(f64) - st.KtKa.astype(f64), xp, trans=True)
-            G_mm = cholesky_adjoint(precond.T, -2.0 * (s_hat * beta[None, :]) @ a.T, xp)
+            sb = s_hat @ bmat if bmat is not None else s_hat * beta[None, :]
+            G_mm = cholesky_adjoint(precond.T, -2.0 * sb @ a.T, xp)
         else:
-            G_mm = -c * ((a * beta[None, :]) @ a.T)
-        g_lam = -n * float(xp.sum(beta * bb))
+            G_mm = -c * ((a @ bmat if bmat is not None else a * beta[None, :]) @ a.T)
+        g_lam = -n * (float(xp.sum(bmat * (b.T @ b))) if bmat is not None else float(xp.sum(beta * bb)))
         g_log_lam = -terms["trace"]  # trace ~ 1/lam: its d/dlog(lam), finite for a tiny lam
 
         gamma_T = scale * F / kappa

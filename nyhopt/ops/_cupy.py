@@ -98,8 +98,9 @@ DISTANCE_GEMM = True
 
 
 #: The low-rank adjoint from GEMMs and one fused pass (:mod:`nyhopt.ops._adjoint_gemm`) instead of
-#: ``nh_adjoint``: off until timed on a GPU (``asv_bench/gpu_report.py blocks`` times both).
-ADJOINT_GEMM = False
+#: ``nh_adjoint`` (``asv_bench/gpu_report.py blocks`` times both: on an H100 at n = 1e7, m = 5000,
+#: d = 28, k = 21, float32, 1.49 s against 2.65 s, results within 2e-7 relative).
+ADJOINT_GEMM = True
 
 
 def _uses_dot(kernel):

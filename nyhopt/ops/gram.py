@@ -46,9 +46,10 @@ from . import _operand, _prepare, kernel_matrix
 
 __all__ = ["gram_matrix", "block_gram", "TENSOR_CORES"]
 
-#: On a GPU, form the Gram matrix of float32 data on tensor cores (:mod:`nyhopt.ops.gram16`);
-#: ``False``: float64 products (read at each call).
-TENSOR_CORES = True
+#: On a GPU, form the Gram matrix of float32 data on tensor cores (:mod:`nyhopt.ops.gram16`)
+#: when ``True``; ``False`` (the default): float64 products (read at each call).  Off until the
+#: tensor-core matrix keeps Falkon's CG convergent at the HIGGS size (docs/solvers.md).
+TENSOR_CORES = False
 
 
 #: Rows per range of the rank updates: fixed, so that the sums do not depend on the thread count.

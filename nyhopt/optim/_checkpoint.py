@@ -224,7 +224,7 @@ def _seed(random_state):
 
 
 def call_signature(X, enc, objective, random_state, lr, b1, b2, eps, freeze, patience, min_delta, kernel, ard,
-                   objective_options, track_errors, record_terms):
+                   objective_options, track_errors, record_terms, rel_delta=0.0):
     """What a resumed call must share with the one that wrote the checkpoint (JSON-able).
 
     ``epochs`` is left out on purpose: a run may be resumed to go further.
@@ -236,5 +236,5 @@ def call_signature(X, enc, objective, random_state, lr, b1, b2, eps, freeze, pat
         "kernel": kernel if isinstance(kernel, str) else type(kernel).__name__, "ard": bool(ard),
         "adam": [float(lr), float(b1), float(b2), float(eps)], "freeze": sorted(freeze),
         "patience": patience, "min_delta": float(min_delta), "track_errors": bool(track_errors),
-        "record_terms": bool(record_terms),
+        "record_terms": bool(record_terms), **({"rel_delta": float(rel_delta)} if rel_delta else {}),
     }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import get_namespace, to_numpy
+from .._intercept import profile_intercept, with_ones
 from ..ops import kmv
 from ._targets import TargetEncoding, decode_predictions
 
@@ -88,9 +89,11 @@ class ErrorTracker:
     dtype : numpy dtype
         dtype of the data (the centers are cast to it).
     solver : {"direct", "falkon"}
+    fit_intercept : bool, default False
+        Fit the model with an unpenalized constant (the objective's ``mean="constant"``).
     """
 
-    def __init__(self, X, enc: TargetEncoding, y_train, X_val, y_val, kernel, dtype, solver):
+    def __init__(self, X, enc: TargetEncoding, y_train, X_val, y_val, kernel, dtype, solver, fit_intercept=False):
         self.X, self.enc, self.y_train = X, enc, y_train
         self.X_val, self.y_val = X_val, y_val
         self.kernel, self.dtype, self.solver = kernel, dtype, solver
@@ -98,6 +101,7 @@ class ErrorTracker:
         self.last_scores = (float("nan"), float("nan"))
         #: use ``params.amplitude`` for the error bars (objectives that tune it), else SGPR's closed form
         self.use_amplitude = False
+        self.fit_intercept = bool(fit_intercept)
 
     def __call__(self, params):
         """``(train_error, validation_error)``; NaN for a missing validation set.
@@ -109,21 +113,29 @@ class ErrorTracker:
         """
         kernel = self.kernel.with_lengthscale(params.lengthscale)
         Z = params.centers.astype(self.dtype, copy=False)
+        Y = self.enc.Y
+        xp = get_namespace(Y)
         scores = self.X_val is not None and self.enc.task == "regression" and self.solver == "direct"
         vm = None
+        Y_fit = with_ones(Y, xp) if self.fit_intercept else Y
         if scores:
             from ..posterior import direct_fit
 
-            alpha, vm = direct_fit(kernel, self.X, Z, self.enc.Y, params.penalty,
-                                   amplitude=params.amplitude if self.use_amplitude else None)
+            alpha, vm = direct_fit(kernel, self.X, Z, Y_fit, params.penalty,
+                                   amplitude=params.amplitude if self.use_amplitude else None,
+                                   intercept=self.fit_intercept)
         else:
-            alpha = solve_alpha(kernel, self.X, Z, self.enc.Y, params.penalty, self.solver)
-        train = prediction_error(decode_predictions(kmv(kernel, self.X, Z, alpha), self.enc),
+            alpha = solve_alpha(kernel, self.X, Z, Y_fit, params.penalty, self.solver)
+        c = 0.0
+        if self.fit_intercept:
+            alpha, c = profile_intercept(kernel, self.X, Z, Y, alpha, params.penalty)
+            c = xp.asarray(c)
+        train = prediction_error(decode_predictions(kmv(kernel, self.X, Z, alpha) + c, self.enc),
                                  self.y_train, self.enc.task)
         val = float("nan")
         self.last_scores = (float("nan"), float("nan"))
         if self.X_val is not None:
-            pred = decode_predictions(kmv(kernel, self.X_val, Z, alpha), self.enc)
+            pred = decode_predictions(kmv(kernel, self.X_val, Z, alpha) + c, self.enc)
             val = prediction_error(pred, self.y_val, self.enc.task)
             if vm is not None:
                 self.last_scores = self._scores(kernel, Z, vm, pred)

@@ -10,7 +10,8 @@ Given data and an objective name, :func:`tune`
 3. runs Adam on :math:`\theta = (\log\lambda, \log\ell, Z)` for ``epochs``
    full-batch steps, recording the objective, its terms, the hyperparameters
    and (on request) train/validation errors at every step, stopping early when
-   the objective has not improved for ``patience`` steps;
+   the objective has not improved for ``patience`` steps and its trend has
+   stalled (relative to its own progress, ``nyhopt.optim._stopping``);
 4. fits the final N-KRR model with the best hyperparameters found (the lowest
    objective value).
 """
@@ -35,6 +36,7 @@ from . import adam
 from ._history import History, TuneRecord
 from ._init import as_generator, initial_centers, median_heuristic
 from ._progress import ProgressBar, wants_progress
+from ._stopping import DEFAULT_REL_DELTA, trend_stalled
 from ._targets import encode_targets, resolve_task
 from ._tracking import ErrorTracker, choose_solver, predictive_scores
 
@@ -51,7 +53,9 @@ class TuneResult(NamedTuple):
     ----------
     model : NystromKRR or NystromKRRClassifier
         Fitted with the best hyperparameters (regression: ``normalize_y=True``,
-        so predictions are in the targets' units).
+        so predictions are in the targets' units; ``fit_intercept=True`` when
+        the objective has ``mean="constant"``, so ``model.intercept_`` is the
+        tuned constant).
     params : Params
         The best hyperparameters (lowest objective value seen).
     history : History
@@ -239,12 +243,13 @@ def _warn_auto_classification(y):
             "this warning)", UserWarning, stacklevel=3)
 
 
-def _final_model(task, kernel, params, X, y, dtype, solver, client=None, amplitude=None):
+def _final_model(task, kernel, params, X, y, dtype, solver, client=None, fit_intercept=False, amplitude=None):
     from ..estimator import NystromKRR, NystromKRRClassifier
 
     # the error bars use the amplitude the objective tuned, else SGPR's closed form (amplitude=None)
     kw = dict(kernel=kernel.with_lengthscale(params.lengthscale.copy()), penalty=params.penalty,
-              centers=params.centers.astype(dtype, copy=True), solver=solver, amplitude=amplitude)
+              centers=params.centers.astype(dtype, copy=True), solver=solver, fit_intercept=fit_intercept,
+              amplitude=amplitude)
     if task == "classification":
         model = NystromKRRClassifier(**kw)
     else:
@@ -261,7 +266,8 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
          random_state=0, validation=None, progress=True, *, penalty=None, lengthscale=None,
          freeze=(), patience=10, min_delta=0.0, callback=None, task="auto", dtype=None,
          objective_options=None, solver="auto", record_terms=True, track_errors=None,
-         b1=0.9, b2=0.999, eps=1e-8, client=None, checkpoint=None, feature_names=None) -> TuneResult:
+         b1=0.9, b2=0.999, eps=1e-8, client=None, checkpoint=None, feature_names=None,
+         rel_delta=DEFAULT_REL_DELTA) -> TuneResult:
     r"""Tune penalty, lengthscales and centers of N-KRR by Adam on an objective.
 
     Parameters
@@ -332,9 +338,18 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         amplitude.
     patience : int or None, default 10
         Stop when the objective has not improved by more than ``min_delta``
-        for this many consecutive steps (None: never stop early).
+        for this many consecutive steps *and* its trend has stalled (see
+        ``rel_delta``); None: never stop early.
     min_delta : float, default 0.0
         Smallest decrease of the objective that counts as an improvement.
+    rel_delta : float, default 1e-3
+        The trend has stalled when the mean of the last ``patience`` values
+        is not below the mean of the ``patience`` values before them by more
+        than ``rel_delta`` times the progress so far (initial value minus
+        best): relative to the objective's own scale, so that Adam's
+        oscillations do not stop a run that still improves on average
+        (``docs/tuning.md``, "Early stopping").  0 gives the classical rule
+        (no new best for ``patience`` steps) alone.
     callback : callable, optional
         ``callback(epoch, record)`` after every evaluation (``record`` is a
         :class:`TuneRecord`); return True to stop.
@@ -438,6 +453,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     if patience is not None:
         patience = _check_int(patience, "patience", 1)
     min_delta = check_real(min_delta, "min_delta", low=0.0)
+    rel_delta = check_real(rel_delta, "rel_delta", low=0.0)
     adam._check_hyper(lr, b1, b2, eps)
     freeze = _check_freeze(freeze)
     dtype = _check_dtype(dtype)
@@ -496,7 +512,9 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         obj_seed = int(rng.integers(0, 2**31 - 1))
         obj = _build_objective(objective, X, enc, template, obj_seed, objective_options)
         solver = choose_solver(solver, X.shape[0], params.n_centers)
-        tracker = ErrorTracker(X, enc, y, X_val, y_val, template, dtype, solver) if track_errors else None
+        tracker = (ErrorTracker(X, enc, y, X_val, y_val, template, dtype, solver,
+                                fit_intercept=getattr(obj, "mean", "zero") == "constant")
+                   if track_errors else None)
 
     if tracker is not None and hasattr(tracker, "use_amplitude"):
         tracker.use_amplitude = obj.uses_amplitude  # the error bars use the amplitude the objective tunes
@@ -519,7 +537,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         from ._checkpoint import call_signature
 
         sig = call_signature(X, enc, obj, random_state, lr, b1, b2, eps, freeze, patience, min_delta, kernel, ard,
-                             objective_options, track_errors, record_terms)
+                             objective_options, track_errors, record_terms, rel_delta)
         resumed = checkpoint.resume(sig, params, epochs, obj)
         if resumed is not None:
             first_epoch, params, state, history = resumed.epoch, resumed.params, resumed.state, resumed.history
@@ -574,7 +592,8 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
             if callback is not None and callback(epoch, record):
                 stop_reason = "callback"
                 break
-            if patience is not None and stale >= patience:
+            if patience is not None and stale >= patience and trend_stalled(history.objective, patience,
+                                                                             rel_delta, min_delta):
                 stop_reason = "patience"
                 break
             if last:
@@ -589,7 +608,10 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         if bar is not None:
             bar.close()
 
+    # mean="constant": the ridge fit with intercept at the tuned hyperparameters, whose constant is the
+    # objective's profiled c* (in the units of y); normalize_y's centring does not change it.
     model = _final_model(task, template, best_params, X, y, dtype, solver, client,
+                         fit_intercept=getattr(obj, "mean", "zero") == "constant",
                          amplitude=best_params.amplitude if obj.uses_amplitude else None)
     scores = None
     if task == "regression" and not dask and X_val is not None:  # before the names: X_val is an array
