@@ -16,7 +16,9 @@ bound), outputscale 1 and noise 1 at the start (nyhopt's amplitude 1 times
 ``n * lambda0`` with ``lambda0 = 1/n``), Adam with the same learning rate and
 number of steps as the nyhopt runs; like :func:`nyhopt.tune` it keeps the
 parameters with the lowest training loss among the ``steps + 1`` evaluations.
-float64 throughout.  Writes one CSV row per problem (``gpytorch.csv`` in the
+float64 throughout.  Besides the test error it reports the predictive
+distribution's negative log density and 95% interval coverage on the test
+labels (``likelihood(model(X_test))``: latent variance plus noise).  Writes one CSV row per problem (``gpytorch.csv`` in the
 problem folder unless ``--csv``), which ``quality_table.py --gpytorch-csv``
 merges into the table.
 """
@@ -39,8 +41,8 @@ except ImportError as exc:  # the system python of nyhopt has neither, on purpos
              "module docstring)")
 import numpy as np
 
-COLUMNS = ["dataset", "seed", "method", "test_error", "metric", "seconds", "epochs", "n_train",
-           "centers", "penalty", "amplitude", "status"]
+COLUMNS = ["dataset", "seed", "method", "test_error", "metric", "nlpd", "coverage", "seconds", "epochs",
+           "n_train", "centers", "penalty", "amplitude", "status"]
 
 
 class SGPR(gpytorch.models.ExactGP):
@@ -60,7 +62,11 @@ class SGPR(gpytorch.models.ExactGP):
 
 
 def fit_and_predict(data, steps, lr, mean):
-    """Train on one problem; returns (test predictions, seconds, model)."""
+    """Train on one problem; returns (test predictive mean, test predictive std, seconds, model).
+
+    The std is that of a new observation: ``likelihood(model(X_test))``, the latent
+    variance plus the noise, as nyhopt's ``predict(X, return_std=True)``.
+    """
     t = {k: torch.as_tensor(np.asarray(data[k], dtype=np.float64))
          for k in ("X_train", "y_train", "X_test", "Z0")}
     likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
@@ -86,8 +92,17 @@ def fit_and_predict(data, steps, lr, mean):
     model.eval()
     likelihood.eval()
     with torch.no_grad():
-        pred = model(t["X_test"]).mean.numpy()
-    return pred, seconds, model
+        dist = likelihood(model(t["X_test"]))
+        pred = dist.mean.numpy()
+        std = dist.variance.clamp_min(0).sqrt().numpy()
+    return pred, std, seconds, model
+
+
+def error_bars(y_test, mean, std):
+    """Negative log predictive density (nats per value) and the coverage of the 95% interval."""
+    z = (y_test - mean) / std
+    nlpd = float(np.mean(0.5 * z * z + np.log(std)) + 0.5 * math.log(2 * math.pi))
+    return nlpd, float(np.mean(np.abs(z) <= 1.959963984540054))
 
 
 def test_error(task, y_test, pred):
@@ -135,10 +150,12 @@ def main(argv=None):
                    "metric": "rmse" if task == "regression" else "c-error",
                    "n_train": data["X_train"].shape[0], "centers": data["Z0"].shape[0]}
             try:
-                pred, seconds, model = fit_and_predict(data, args.steps, args.lr, args.mean)
+                pred, std, seconds, model = fit_and_predict(data, args.steps, args.lr, args.mean)
                 amplitude = float(model.covar_module.base_kernel.outputscale)
                 noise = float(model.likelihood.noise)
-                row.update(test_error=test_error(task, data["y_test"], pred), seconds=seconds,
+                nlpd, coverage = error_bars(np.asarray(data["y_test"], dtype=np.float64), pred, std)
+                row.update(test_error=test_error(task, data["y_test"], pred), nlpd=nlpd, coverage=coverage,
+                           seconds=seconds,
                            epochs=args.steps, amplitude=amplitude,
                            penalty=noise / (amplitude * row["n_train"]), status="ok")
             except Exception as exc:  # keep going; the table shows the failure

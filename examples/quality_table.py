@@ -11,7 +11,13 @@ one generator seeded by the seed, as :func:`nyhopt.tune` draws them).
 
 The metric is the test RMSE on the standardized labels (regression) or the
 classification error of the sign of the prediction (binary, -1/+1 labels) on
-the paper's test split.
+the paper's test split.  Beside it, the error bars: the negative log
+predictive density (NLPD, nats per test value) and the coverage of the 95%
+interval, of ``predict(X_test, return_std=True)`` (the spread of a new
+observation, ``docs/uncertainty.md``) against the standardized labels, or of
+``decision_function(X_test, return_std=True, include_noise=True)`` against
+the -1/+1 labels of the classification sets (the regression model behind the
+classifier; GPyTorch's SGPR is fitted to the same labels).
 
 Methods: the nyhopt objectives ``holdout``, ``loocv``, ``gcv``, ``creg``,
 ``sgpr``, ``prop``, ``stoch-prop``; ``sgpr-noamp`` is ``sgpr`` with the kernel
@@ -58,8 +64,8 @@ METHODS = OBJECTIVES + ["sgpr-noamp", "validated"]
 MEANS = ("zero", "constant")
 MEAN_METHODS = [f"{o}:{m}" for o in OBJECTIVES for m in MEANS]
 ALL_METHODS = METHODS + MEAN_METHODS
-COLUMNS = ["dataset", "seed", "method", "test_error", "metric", "seconds", "epochs", "n_train",
-           "centers", "penalty", "amplitude", "chosen", "status"]
+COLUMNS = ["dataset", "seed", "method", "test_error", "metric", "nlpd", "coverage", "seconds", "epochs",
+           "n_train", "centers", "penalty", "amplitude", "chosen", "status"]
 STEM = "quality_vs_gpytorch"
 
 
@@ -148,6 +154,16 @@ def error_on_test(ds, pred):
     return c_error(ds.y_test, pred)
 
 
+def error_bars(ds, model):
+    """``(NLPD, 95% coverage)`` of the model's predictive distribution on the test split."""
+    if ds.task == "regression":
+        mean, std = model.predict(ds.X_test, return_std=True)
+    else:
+        mean, std = model.decision_function(ds.X_test, return_std=True, include_noise=True)
+    y = np.asarray(ds.y_test, dtype=np.float64).reshape(np.shape(mean))
+    return nh.metrics.nlpd(y, mean, std), nh.metrics.coverage(y, mean, std, level=0.95)
+
+
 def one_run(ds, X, y, Z0, ell0, method, seed, args):
     objective, validation, freeze, options = method, None, (), None
     if ":" in method:  # an explicit mean
@@ -164,8 +180,11 @@ def one_run(ds, X, y, Z0, ell0, method, seed, args):
                          task="regression" if ds.task == "regression" else "classification",
                          record_terms=False, track_errors=False, progress=False, objective_options=options)
     chosen = result.objective.name if result.candidates else ""  # the validated choice
+    nlpd, coverage = error_bars(ds, result.model)
     return {
         "test_error": error_on_test(ds, result.model.predict(ds.X_test)),
+        "nlpd": nlpd,
+        "coverage": coverage,
         "seconds": timer.seconds,
         "epochs": int(result.history.epoch[-1]),
         "penalty": result.params.penalty,
@@ -240,12 +259,18 @@ def summarize(rows):
                       key=lambda d: (order.index(d) if d in order else len(order), d))
     methods = [m for m in ALL_METHODS + ["gpytorch"] if any(r["method"] == m for r in rows)]
     errors, seconds, stats = [], [], {}
+    bars = {"nlpd": [], "coverage": []}
     for name in datasets:
         metric = next(r["metric"] for r in rows if r["dataset"] == name)
         n_seeds = len({str(r["seed"]) for r in rows if r["dataset"] == name})
         err_line, sec_line = {"dataset": name, "metric": metric}, {"dataset": name}
+        bar_lines = {k: {"dataset": name} for k in bars}
         for method in methods:
             runs = [r for r in rows if r["dataset"] == name and r["method"] == method]
+            for k in bars:
+                m_k, s_k = common.mean_std([_float(r.get(k)) for r in runs])
+                stats[(name, method, k)] = m_k
+                bar_lines[k][method] = "-" if math.isnan(m_k) else f"{m_k:.3f} ± {s_k:.3f}"
             mean, std = common.mean_std([float(r["test_error"]) for r in runs])
             secs, _ = common.mean_std([float(r["seconds"]) for r in runs if r.get("seconds")])
             ok = sum(1 for r in runs if not math.isnan(float(r["test_error"])))
@@ -260,7 +285,17 @@ def summarize(rows):
             err_line[best] = f"**{err_line[best]}**"
         errors.append(err_line)
         seconds.append(sec_line)
-    return methods, errors, seconds, stats
+        for k in bars:
+            bars[k].append(bar_lines[k])
+    return methods, errors, seconds, stats, bars
+
+
+def _float(value):
+    """A CSV cell as a float (NaN when empty or missing: rows written before the column existed)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def targets(stats, datasets):
@@ -298,6 +333,23 @@ def targets(stats, datasets):
     return lines, summary
 
 
+def bar_targets(stats, datasets):
+    """The error-bar targets: sgpr's 95% coverage within 0.04 of 0.95 on every dataset, and its
+    NLPD within 0.05 nats of GPyTorch's on at least 6 of 8 datasets."""
+    lines, cov_ok, nlpd_ok, nlpd_n = [], 0, 0, 0
+    for name in datasets:
+        cov = stats.get((name, "sgpr", "coverage"), math.nan)
+        gap = stats.get((name, "sgpr", "nlpd"), math.nan) - stats.get((name, "gpytorch", "nlpd"), math.nan)
+        cov_ok += abs(cov - 0.95) <= 0.04
+        if not math.isnan(gap):
+            nlpd_n += 1
+            nlpd_ok += gap <= 0.05
+        lines.append({"dataset": name, "sgpr coverage": cov, "sgpr NLPD - gpytorch NLPD": gap})
+    summary = (f"sgpr 95% coverage within 0.04 of 0.95: {cov_ok}/{len(datasets)} datasets; sgpr NLPD "
+               f"within 0.05 nats of GPyTorch's: {nlpd_ok}/{nlpd_n} datasets with both.")
+    return lines, summary
+
+
 def mean_lines(stats, datasets):
     """Per dataset and objective: mean test error with the constant over that with the zero mean."""
     lines = []
@@ -311,7 +363,7 @@ def mean_lines(stats, datasets):
 
 
 def render(rows, out: Path, args):
-    methods, errors, seconds, stats = summarize(rows)
+    methods, errors, seconds, stats, bars = summarize(rows)
     mean_text = ""
     if any(m in MEAN_METHODS for m in methods):
         mean_text = ("\nConstant mean against zero mean (ratio of mean test errors, constant / zero; "
@@ -319,6 +371,7 @@ def render(rows, out: Path, args):
                      + common.markdown_table(mean_lines(stats, [e["dataset"] for e in errors]),
                                              ["dataset"] + OBJECTIVES))
     lines, summary = targets(stats, [e["dataset"] for e in errors])
+    bar_lines, bar_summary = bar_targets(stats, [e["dataset"] for e in errors])
     columns = ["dataset", "sgpr / gpytorch", "best objective", "validated / best",
                "validated / gpytorch"]
     targets_text = ""
@@ -330,7 +383,16 @@ def render(rows, out: Path, args):
             + common.markdown_table(errors, ["dataset", "metric"] + methods)
             + "\nWall time per run, seconds (mean over seeds)\n\n"
             + common.markdown_table(seconds, ["dataset"] + methods)
-            + targets_text + mean_text)
+            + targets_text
+            + "\nNegative log predictive density on the test split, nats per value (mean ± std over seeds)\n\n"
+            + common.markdown_table(bars["nlpd"], ["dataset"] + methods)
+            + "\nCoverage of the 95% predictive interval on the test split (mean ± std over seeds)\n\n"
+            + common.markdown_table(bars["coverage"], ["dataset"] + methods)
+            + "\nError-bar targets\n\n"
+            + common.markdown_table([{c: f"{v:.4f}" if isinstance(v, float) else v for c, v in line.items()}
+                                     for line in bar_lines],
+                                    ["dataset", "sgpr coverage", "sgpr NLPD - gpytorch NLPD"])
+            + "\n" + bar_summary + "\n" + mean_text)
     notes = (f"m = {args.centers} centers, Adam lr {args.lr}, {args.epochs} steps, no early "
              "stopping; metric: RMSE on standardized labels (regression), sign error "
              "(classification), on the test split; validated: objective among "

@@ -15,6 +15,7 @@ from .objectives import make_objective
 from .optim import TuneResult, tune
 from .params import Params
 from .solvers import ConvergenceWarning
+from . import metrics
 
 __version__ = "0.1.0"
 
@@ -44,4 +45,5 @@ __all__ = [
     "get_cache_budget",
     "set_cache_budget",
     "cache_budget",
+    "metrics",
 ]

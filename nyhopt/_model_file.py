@@ -175,6 +175,14 @@ def validate_state(state: dict, path: str) -> dict:
         out["ard"] = f.flag("ard")
         # optional: files written before the amplitude existed hold none (amplitude 1)
         out["amplitude"] = f.floats("amplitude", (), positive=True) if "amplitude" in state else np.float64(1.0)
+    if "var_chol" in state:  # optional: the predictive variance
+        C = out["var_chol"] = f.floats("var_chol", (m, m))
+        if not (np.all(np.diag(C) > 0) and np.array_equal(C, np.tril(C))):
+            f.fail("var_chol", "must be a lower-triangular Cholesky factor (positive diagonal)")
+        out["var_n_lam"] = f.floats("var_n_lam", (), positive=True)
+        out["var_amplitude"] = f.floats("var_amplitude", ())
+        if not out["var_amplitude"] >= 0:
+            f.fail("var_amplitude", "must be >= 0")
     if "feature_names" in state:
         names = state["feature_names"]
         if names.ndim != 1 or names.dtype.kind != "U" or names.size not in (0, d):

@@ -306,6 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("data", help="CSV file with a header row")
     predict.add_argument("--out", help="CSV file to write (default: standard output)")
     predict.add_argument("--delimiter", help="field separator (default: guessed)")
+    predict.add_argument("--std", action="store_true",
+                         help="also write the standard deviation of each prediction (the spread of a new "
+                              "observation; regression models), in a column <target>_std")
     _add_device(predict)
     predict.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     predict.set_defaults(func=_cmd_predict)
@@ -675,6 +678,10 @@ def _cmd_tune(args) -> int:
     else:
         _say(args, f"train {metric} {_fmt_error(task, train_err)}"
                    + (f"; validation {metric} {_fmt_error(task, val_err)}" if args.validation_fraction else ""))
+    scores = getattr(est, "validation_scores_", None)
+    if scores:
+        _say(args, f"validation error bars: NLPD {scores['nlpd']:.4g} nats, 95% interval coverage "
+                   f"{scores['coverage']:.3f} (final model, {n_train} training rows)")
 
     meta = {"objective": est.objective_, "epochs": len(hist) - 1, "best_epoch": est.best_epoch_,
             "stop_reason": est.stop_reason_, "train_error": train_err, "validation_error": val_err,
@@ -701,6 +708,7 @@ def _cmd_tune(args) -> int:
             "seconds": elapsed, "penalty": est.params_.penalty, "amplitude": est.amplitude_,
             "freeze_amplitude": args.freeze_amplitude, "lengthscale": ell.tolist(),
             "metric": metric, "train_error": train_err, "validation_error": val_err, "model": out,
+            "noise_variance": est.noise_variance_, "validation_scores": scores,
             "history": hist.as_dict(),
             "candidates": [{"objective": c.objective, "validation_error": c.validation_error,
                             "validation_score": c.validation_score, "fold_errors": list(c.fold_errors),
@@ -739,14 +747,30 @@ def _cmd_predict(args) -> int:
     else:
         raise DataError(f"the model expects {d} feature columns but {table.path} has {len(table.names)}")
     X = numeric_columns(table, cols, dtype=np.float64)
-    pred = _predict_on(_model_to(model, xp), xp.asarray(X), xp)
+    if args.std and getattr(model, "classes_", None) is not None:
+        raise CLIError("--std is for regression models; this model is a classifier")
+    if args.std and getattr(getattr(model, "model_", model), "variance_model_", None) is None:
+        raise CLIError(f"{args.model} holds no variance model (saved by an older nyhopt, or fitted with "
+                       "predictive_variance=False): run 'nyhopt tune' again to get --std")
+    model = _model_to(model, xp)
+    std = None
+    if args.std:
+        pred, std = (_to_host(a, xp) for a in model.predict(xp.asarray(X), return_std=True))
+    else:
+        pred = _predict_on(model, xp.asarray(X), xp)
     target = str(meta.get("target_name", "prediction")) or "prediction"
     if pred.ndim == 2:
         header = [f"{target}_{k}" for k in range(pred.shape[1])]
         rows = pred.tolist()
+        if std is not None:
+            header += [f"{name}_std" for name in header]
+            rows = [r + s for r, s in zip(rows, std.tolist())]
     else:
         header = [target]
         rows = [[v] for v in pred.tolist()]
+        if std is not None:
+            header.append(f"{target}_std")
+            rows = [r + [s] for r, s in zip(rows, std.tolist())]
 
     def cell(v):
         return repr(v) if isinstance(v, float) else str(v)

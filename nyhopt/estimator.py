@@ -36,6 +36,8 @@ from ._fitted import NotFittedError, check_fitted as _check_fitted
 from ._fitted import as_intercept as _as_intercept, intercept_of as _intercept_of
 from .distributed._detect import any_dask_array, is_dask_array
 from .solvers import ConvergenceWarning, direct_solve, falkon_solve
+from .posterior import direct_fit, fit_variance
+from ._predictive import check_flags, set_variance, spread_columns, uncertainty
 from ._intercept import profile_intercept, with_ones
 
 __all__ = [
@@ -101,6 +103,15 @@ def _check_X(est, X, reset):
     return check_matrix(X, "X", xp), xp
 
 
+def _scaled(amplitude, y_pow2):
+    """``amplitude * y_pow2**2`` (targets solved as ``y / y_pow2``), or None when it overflows."""
+    try:
+        a = amplitude * y_pow2 ** 2
+    except OverflowError:
+        return None
+    return a if np.isfinite(a) else None
+
+
 # ----------------------------------------------------------------------------- common base
 
 
@@ -108,7 +119,7 @@ class _NystromBase(EstimatorMixin):
     """Parameters, fitting and prediction shared by the two estimators."""
 
     def __init__(self, kernel=None, penalty=1e-6, centers=100, solver="falkon", maxiter=100, tol=1e-7,
-                 random_state=None, fit_intercept=False):
+                 random_state=None, fit_intercept=False, predictive_variance=True, amplitude=None):
         self.kernel = kernel
         self.penalty = penalty
         self.centers = centers
@@ -116,6 +127,8 @@ class _NystromBase(EstimatorMixin):
         self.maxiter = maxiter
         self.tol = tol
         self.random_state = random_state
+        self.predictive_variance = predictive_variance
+        self.amplitude = amplitude
         self.fit_intercept = fit_intercept
 
     def __sklearn_is_fitted__(self):
@@ -132,6 +145,10 @@ class _NystromBase(EstimatorMixin):
         mi = self.maxiter
         if isinstance(mi, bool) or not isinstance(mi, (int, np.integer)) or mi < 1:
             raise ValueError(f"maxiter must be an integer >= 1, got {mi!r}")
+        if not isinstance(self.predictive_variance, (bool, np.bool_)):
+            raise TypeError(f"predictive_variance must be True or False, got {self.predictive_variance!r}")
+        if self.amplitude is not None:
+            check_positive(self.amplitude, "amplitude")
         if self.kernel is None:
             kernel = GaussianKernel(1.0)
         elif isinstance(self.kernel, str):
@@ -143,8 +160,12 @@ class _NystromBase(EstimatorMixin):
             raise TypeError(f"kernel must be None, a kernel name or a Kernel instance, got {self.kernel!r}")
         return solver, penalty, tol, int(mi), kernel
 
-    def _fit_targets(self, X, Y, xp, stacklevel=3):
-        """Fit on validated ``X`` (n, d) and float targets ``Y`` (n, p); sets the fitted attributes."""
+    def _fit_targets(self, X, Y, xp, stacklevel=3, intercept=False):
+        """Fit on validated ``X`` (n, d) and float targets ``Y`` (n, p); sets the fitted attributes.
+
+        ``intercept``: the last column of ``Y`` is the constant of ``fit_intercept`` (the
+        variance model's amplitude is then that of the other columns, constants profiled).
+        """
         solver, penalty, tol, maxiter, kernel = self._check_params()
         kernel.lengthscale_array(X.shape[1])  # validates the lengthscale against the features
         Z = select_centers(X, self.centers, self.random_state, xp)
@@ -153,7 +174,11 @@ class _NystromBase(EstimatorMixin):
         y_pow2 = float(pow2_scale(float(xp.max(xp.abs(Y))) if Y.size else 0.0))
         if y_pow2 != 1.0:
             Y = Y / Y.dtype.type(y_pow2)
-        if solver == "direct":
+        variance, no_variance = None, None
+        if solver == "direct" and self.predictive_variance:  # the direct solve is the variance model's pass
+            alpha, variance = direct_fit(kernel, X, Z, Y, penalty, intercept=intercept)
+            record, converged = None, True
+        elif solver == "direct":
             alpha = direct_solve(kernel, X, Z, Y, penalty)
             record, converged = None, True
         else:
@@ -167,8 +192,15 @@ class _NystromBase(EstimatorMixin):
                     ConvergenceWarning,
                     stacklevel=stacklevel,
                 )
+        if self.predictive_variance and variance is None:  # one more pass over the data after Falkon
+            variance = fit_variance(kernel, X, Z, Y, penalty, intercept=intercept)
         if y_pow2 != 1.0:
             alpha = alpha * y_pow2
+        if variance is not None:  # the amplitude in the units of the targets (Y was divided by y_pow2)
+            a = float(self.amplitude) if self.amplitude is not None else _scaled(variance.amplitude, y_pow2)
+            variance = None if a is None else variance._replace(amplitude=a)
+            if variance is None:
+                no_variance = "the noise variance of these targets overflows float64; scale y (normalize_y=True)"
         if not bool(xp.all(xp.isfinite(alpha))):
             raise ValueError(
                 f"{type(self).__name__}.fit: the coefficients are not finite (overflow or a failed solve); "
@@ -179,6 +211,7 @@ class _NystromBase(EstimatorMixin):
         self.solve_ = record
         self.converged_ = converged
         self.n_features_in_ = X.shape[1]
+        set_variance(self, variance, no_variance)
         return alpha
 
     def _fit_with_intercept(self, X, Y, xp):
@@ -193,7 +226,7 @@ class _NystromBase(EstimatorMixin):
         n, p = Y.shape
         if not fi:
             return self._fit_targets(X, Y, xp, stacklevel=4), np.zeros(p)
-        alpha = self._fit_targets(X, with_ones(Y, xp), xp, stacklevel=4)
+        alpha = self._fit_targets(X, with_ones(Y, xp), xp, stacklevel=4, intercept=True)
         try:
             return profile_intercept(self.kernel_, X, self.centers_, Y, alpha, self.penalty)
         except ValueError as exc:
@@ -204,6 +237,19 @@ class _NystromBase(EstimatorMixin):
         X, xp = _check_X(self, X, reset=False)
         get_namespace(X, self.centers_)  # clear error when host/device differ from fit
         return kmv(self.kernel_, X, self.centers_, self.alpha_)
+
+    def _spread(self, X, cov, include_noise):
+        """Standard deviation (or covariance) of the prediction at ``X``, in the units of ``y``."""
+        _check_fitted(self)
+        if is_dask_array(X):
+            if cov:
+                raise ValueError("return_cov is not available for dask arrays (it is n x n); use return_std")
+            from .distributed.estimator import std_dask
+
+            return std_dask(self, X, include_noise)
+        X, xp = _check_X(self, X, reset=False)
+        get_namespace(X, self.centers_)
+        return spread_columns(uncertainty(self, X, cov, include_noise), self, cov, X.dtype)
 
 
 # ----------------------------------------------------------------------------- regression
@@ -245,6 +291,17 @@ class NystromKRR(_NystromBase):
         \lambda\,\mathrm{Tr}(\alpha^TK_{mm}\alpha)`, solved in closed
         form (``docs/objectives.md``, "A constant mean").  The model that
         :func:`nyhopt.tune` fits for an objective with ``mean="constant"``.
+    predictive_variance : bool, default True
+        Keep what ``predict(X, return_std=True)`` needs (two ``m x m``
+        factors, ``docs/uncertainty.md``).  The direct solver gets them from
+        its own pass; after Falkon they cost one more pass over the training
+        data (:math:`O(nm^2)` flops, the work of the direct solver).  False
+        skips it.
+    amplitude : float or None, default None
+        Kernel amplitude :math:`a` (signal variance) of the error bars, in the
+        units of the fitted targets; None: SGPR's closed-form optimum at the
+        fitted penalty, lengthscales and centers.  The predictions do not
+        depend on it.
 
     Attributes
     ----------
@@ -271,6 +328,15 @@ class NystromKRR(_NystromBase):
     converged_ : bool
         False when Falkon stopped at ``maxiter`` above ``tol`` (a
         :class:`~nyhopt.solvers.ConvergenceWarning` is issued too).
+    amplitude_ : float or None
+        Kernel amplitude :math:`a` of the error bars (``amplitude``, or
+        :math:`F/(np\,n\lambda)` with the penalized fit :math:`F`), in the
+        units of the fitted targets (standardized with ``normalize_y``);
+        None when ``predictive_variance`` is False.
+    noise_variance_ : float or None
+        :math:`a n\lambda`, the noise variance of the same model, in the same units.
+    variance_model_ : VarianceModel or None
+        The factors of the predictive variance (:mod:`nyhopt.posterior`).
 
     Notes
     -----
@@ -289,14 +355,19 @@ class NystromKRR(_NystromBase):
     True
     >>> model.predict(X[:3]).shape, model.alpha_.shape, model.converged_
     ((3,), (50,), True)
+    >>> mean, std = model.predict(X[:3], return_std=True)
+    >>> std.shape, bool(np.all(std > 0))
+    ((3,), True)
     """
 
     _estimator_type = "regressor"
 
     def __init__(self, kernel=None, penalty=1e-6, centers=100, solver="falkon", maxiter=100, tol=1e-7,
-                 random_state=None, normalize_y=False, fit_intercept=False):
+                 random_state=None, normalize_y=False, fit_intercept=False, predictive_variance=True,
+                 amplitude=None):
         super().__init__(kernel=kernel, penalty=penalty, centers=centers, solver=solver, maxiter=maxiter,
-                         tol=tol, random_state=random_state, fit_intercept=fit_intercept)
+                         tol=tol, random_state=random_state, fit_intercept=fit_intercept,
+                         predictive_variance=predictive_variance, amplitude=amplitude)
         self.normalize_y = normalize_y
 
     def fit(self, X, y, client=None):
@@ -348,9 +419,42 @@ class NystromKRR(_NystromBase):
         self.intercept_ = _as_intercept(mean + scale * c, was_1d)
         return self
 
-    def predict(self, X):
-        """Predictions :math:`c + s\\,k(X, Z)\\alpha` (``intercept_``, ``y_scale_``, ``alpha_``), shape (n,)
-        or (n, p), same array type as ``X``."""
+    def predict(self, X, return_std=False, return_cov=False, include_noise=True):
+        """Predictions :math:`c + s\\,k(X, Z)\\alpha` (``intercept_``, ``y_scale_``, ``alpha_``), and their uncertainty.
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+        return_std : bool, default False
+            Also return the standard deviation of the predictive distribution
+            (``docs/uncertainty.md``), as scikit-learn's ``GaussianProcessRegressor``.
+        return_cov : bool, default False
+            Also return the covariance of the predictions (``n x n`` memory).
+        include_noise : bool, default True
+            True: the spread of a new observation :math:`y(x)`, the latent
+            variance plus ``noise_variance_`` (scikit-learn's GPR with a
+            ``WhiteKernel``, GPflow's ``predict_y``); False: the spread of the
+            latent function :math:`f(x)` (GPflow's ``predict_f``).
+
+        Returns
+        -------
+        mean : array of shape (n,) or (n, p)
+            Same array type and dtype as ``X``.
+        std : array of shape (n,) or (n, p), only with ``return_std``
+        cov : array of shape (n, n) or (n, n, p), only with ``return_cov``
+
+        Raises
+        ------
+        ValueError
+            ``X`` of the wrong width; both ``return_std`` and ``return_cov``;
+            a model without a variance model (``predictive_variance=False``).
+        TypeError
+            A flag that is not a bool.
+        """
+        return_std, return_cov, include_noise = check_flags(return_std, return_cov, include_noise)
+        if return_std or return_cov:
+            mean = self.predict(X)
+            return mean, self._spread(X, return_cov, include_noise)
         if is_dask_array(X):  # a dask array, block by block
             from .distributed.estimator import predict_dask
 
@@ -423,7 +527,7 @@ class NystromKRRClassifier(_NystromBase):
 
     Parameters
     ----------
-    kernel, penalty, centers, solver, maxiter, tol, random_state, fit_intercept
+    kernel, penalty, centers, solver, maxiter, tol, random_state, fit_intercept, predictive_variance, amplitude
         As for :class:`NystromKRR` (the constant is fitted to the encoded
         -1/+1 or one-hot targets).
 
@@ -436,6 +540,9 @@ class NystromKRRClassifier(_NystromBase):
         The constant of the scores (0 unless ``fit_intercept``).
     centers_, kernel_, n_features_in_, feature_names_in_, solve_, converged_
         As for :class:`NystromKRR`.
+    amplitude_, noise_variance_, variance_model_
+        As for :class:`NystromKRR`, for the regression on the encoded labels
+        (the standard deviation of ``decision_function``).
 
     Examples
     --------
@@ -493,15 +600,24 @@ class NystromKRRClassifier(_NystromBase):
         self.intercept_ = _as_intercept(c, classes.shape[0] == 2)
         return self
 
-    def decision_function(self, X):
+    def decision_function(self, X, return_std=False, include_noise=False):
         """Scores :math:`c + k(X, Z)\\alpha`: shape (n,) for two classes (> 0 means ``classes_[1]``), else
-        (n, n_classes)."""
+        (n, n_classes).
+
+        With ``return_std=True`` also the standard deviation of each score
+        under the regression's Gaussian model (``docs/uncertainty.md``), of
+        the same shape (one amplitude for all classes, so the columns of a
+        multiclass model are equal); ``include_noise`` adds the noise variance.
+        """
+        return_std, _, include_noise = check_flags(return_std, False, include_noise)
         f = self._decision(X)
         shift = _intercept_of(self)
-        if not np.any(shift):
+        if np.any(shift):
+            xp = get_namespace(f)
+            f = f + (f.dtype.type(shift[0]) if f.ndim == 1 else xp.asarray(shift, dtype=f.dtype))
+        if not return_std:
             return f
-        xp = get_namespace(f)
-        return f + (f.dtype.type(shift[0]) if f.ndim == 1 else xp.asarray(shift, dtype=f.dtype))
+        return f, self._spread(X, False, include_noise)
 
     def predict(self, X):
         """Predicted class labels, shape (n,), same array type as ``X``."""

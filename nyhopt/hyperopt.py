@@ -172,13 +172,17 @@ class _HyperoptBase(EstimatorMixin):
         """Store a :class:`~nyhopt.TuneResult` and the input scaling as fitted attributes."""
         self.model_ = result.model
         self.params_ = result.params
-        self.amplitude_ = result.params.amplitude
+        self.amplitude_ = getattr(result.model, "amplitude_", None)
+        if self.amplitude_ is None:  # a model without a variance model
+            self.amplitude_ = result.params.amplitude
+        self.noise_variance_ = getattr(result.model, "noise_variance_", None)
         self.intercept_ = result.model.intercept_
         self.history_ = result.history
         self.best_epoch_ = result.best_epoch
         self.stop_reason_ = result.stop_reason
         self.objective_ = result.objective.name
         self.candidates_ = result.candidates
+        self.validation_scores_ = getattr(result, "validation_scores", None)
         self.x_mean_, self.x_scale_ = mean, scale
         self.n_features_in_ = n_features
         return self
@@ -291,8 +295,14 @@ _PARAMS_DOC = """
     history_ : History
         Per-epoch records of the tuning (see :func:`nyhopt.tune`).
     amplitude_ : float
-        The learned kernel amplitude (signal variance) of ``sgpr``; 1.0 for
-        the objectives that ignore it.  The fitted model does not depend on it.
+        The kernel amplitude (signal variance) of the error bars, in the
+        units of the standardized targets: the one ``sgpr`` learned (or
+        profiled), and SGPR's closed-form optimum at the tuned
+        hyperparameters for the objectives that ignore it
+        (``docs/uncertainty.md``).  The predictions do not depend on it.
+    noise_variance_ : float
+        :math:`a n\\lambda`, the noise variance of the same model (standardized
+        units; ``model_.y_scale_ ** 2`` times it in the units of ``y``).
     intercept_ : float or numpy.ndarray
         ``model_.intercept_``: the constant of the predictions (in the units
         of ``y`` for the regressor, of the scores for the classifier): the
@@ -305,6 +315,11 @@ _PARAMS_DOC = """
     candidates_ : tuple of Candidate
         What each candidate of a list ``objective`` reached (see
         :attr:`nyhopt.TuneResult.candidates`); ``()`` for a single name.
+    validation_scores_ : dict or None
+        The final model's RMSE, negative log predictive density and 95%
+        interval coverage on the validation rows (regression with
+        ``validation_fraction`` or ``validation``; see
+        :attr:`nyhopt.TuneResult.validation_scores`).
     x_mean_, x_scale_ : numpy.ndarray of shape (d,)
         Input standardization (zeros and ones when ``standardize`` is False).
     n_features_in_ : int
@@ -334,6 +349,23 @@ class HyperoptKRR(_HyperoptBase):
 
     _task = "regression"
     _estimator_type = "regressor"
+
+    def predict(self, X, return_std=False, return_cov=False, include_noise=True):
+        """Predictions for ``X``, and their uncertainty as :meth:`NystromKRR.predict`.
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+        return_std, return_cov, include_noise : bool
+            See :meth:`nyhopt.NystromKRR.predict` (``docs/uncertainty.md``).
+
+        Returns
+        -------
+        mean : array of shape (n,) or (n, p)
+        std or cov : array, only with ``return_std`` or ``return_cov``
+        """
+        Xs = self._transform(X)  # checks that the estimator is fitted
+        return self.model_.predict(Xs, return_std=return_std, return_cov=return_cov, include_noise=include_noise)
 
 
 class HyperoptKRRClassifier(_HyperoptBase):
@@ -369,7 +401,10 @@ class HyperoptKRRClassifier(_HyperoptBase):
 
     fit.__doc__ = _HyperoptBase.fit.__doc__
 
-    def decision_function(self, X):
-        """Scores: (n,) for two classes (> 0 means ``classes_[1]``), else (n, n_classes)."""
+    def decision_function(self, X, return_std=False, include_noise=False):
+        """Scores: (n,) for two classes (> 0 means ``classes_[1]``), else (n, n_classes).
+
+        ``return_std`` and ``include_noise`` as :meth:`NystromKRRClassifier.decision_function`.
+        """
         Xs = self._transform(X)
-        return self.model_.decision_function(Xs)
+        return self.model_.decision_function(Xs, return_std=return_std, include_noise=include_noise)

@@ -24,8 +24,13 @@ and read with ``allow_pickle=False``: nothing in it can execute code.  Keys:
 ``feature_names``   (d,) str, ``target_name`` str: column names (may be empty)
 ``normalize_y``     bool; ``standardize`` bool; ``dtype``: ``"float32"`` or ``"float64"``
 ``objective``       objective name, ``ard`` bool (``Hyperopt*`` estimators)
-``amplitude``       float64 > 0, the learned kernel amplitude (``Hyperopt*``;
+``amplitude``       float64 > 0, the kernel amplitude (``Hyperopt*``;
                     optional: files without it load with 1.0)
+``var_chol``        (m, m) float64, ``var_n_lam`` and ``var_amplitude`` float64:
+                    the predictive variance (:mod:`nyhopt.posterior`: the
+                    factor :math:`C`, :math:`n\\lambda` and :math:`a`; the
+                    factor :math:`L` is computed again from the kernel and the
+                    centers); optional: without them ``return_std`` is refused
 ``intercept``       (p,) float64, the constant of the predictor (``intercept_``:
                     regression outputs are ``intercept + y_scale * f``, scores
                     ``intercept + f``); ``fit_intercept`` bool.  Optional: files
@@ -317,6 +322,11 @@ def _model_state(model) -> dict:
     classes = getattr(inner, "classes_", None)
     if classes is not None:
         state["classes"] = _labels_array(classes)
+    vm = getattr(inner, "variance_model_", None)
+    if vm is not None:
+        state["var_chol"] = _host64(vm.C)
+        state["var_n_lam"] = np.array(float(vm.n_lam), dtype=np.float64)
+        state["var_amplitude"] = np.array(float(vm.amplitude), dtype=np.float64)
     if hyper:
         state["objective"] = np.array(str(model.objective))
         state["ard"] = np.array(bool(model.ard))
@@ -326,6 +336,7 @@ def _model_state(model) -> dict:
 
 def _inner_from_state(state, classifier):
     """A fitted NystromKRR / NystromKRRClassifier from the checked fields of a file."""
+    from ._predictive import set_variance
     from .estimator import NystromKRR, NystromKRRClassifier, _as_intercept
     from .kernels import make_kernel
 
@@ -356,6 +367,15 @@ def _inner_from_state(state, classifier):
     model.n_features_in_ = centers.shape[1]
     model.solve_ = None
     model.converged_ = True
+    vm = None
+    if "var_chol" in state:
+        from .posterior import VarianceModel, kmm_lower
+
+        L = kmm_lower(kernel, centers, centers.dtype, np)  # as at fit: the same kernel, centers and jitter
+        vm = VarianceModel(L, state["var_chol"], float(state["var_n_lam"]), float(state["var_amplitude"]))
+    else:
+        model.predictive_variance = False
+    set_variance(model, vm)
     return model
 
 
@@ -376,6 +396,7 @@ def _model_from_state(state):
     model.x_scale_ = state["x_scale"]
     model.n_features_in_ = inner.n_features_in_
     model.amplitude_ = float(state["amplitude"])
+    model.noise_variance_ = inner.noise_variance_
     model.intercept_ = inner.intercept_
     if classifier:
         model.classes_ = inner.classes_

@@ -182,6 +182,34 @@ def test_estimator_fit_predict_on_dask(client, problem):
     assert _rel(pred.compute(), ref.predict(X)) <= 1e-10
 
 
+def test_predictive_std_on_dask(client, problem):
+    X, y, _ = problem
+    Xd, yd = _dask(X, y, 3)
+    kw = dict(kernel=KERNEL, penalty=PENALTY, centers=M, tol=1e-12, maxiter=400, random_state=3, normalize_y=True)
+    ref = nh.NystromKRR(**kw).fit(X, y)
+    model = nh.NystromKRR(**kw).fit(Xd, yd)  # the variance model: one more pass, reduced over the blocks
+    assert model.amplitude_ == pytest.approx(ref.amplitude_, rel=1e-10)
+    mean, std = model.predict(Xd, return_std=True)
+    assert is_dask_array(std) and std.shape == (N,) and std.chunks == (CHUNKINGS[3],)
+    ref_mean, ref_std = ref.predict(X, return_std=True)
+    assert _rel(std.compute(), ref_std) <= 1e-10 and _rel(mean.compute(), ref_mean) <= 1e-10
+    latent = model.predict(Xd, return_std=True, include_noise=False)[1].compute()
+    assert _rel(latent, ref.predict(X, return_std=True, include_noise=False)[1]) <= 1e-10
+    # an in-memory model predicts dask arrays too; two outputs give (n, 2); no n x n covariance
+    Y = np.stack([y, 3 * y], axis=1)
+    two = nh.NystromKRR(kernel=KERNEL, penalty=PENALTY, centers=M, solver="direct", random_state=0,
+                        normalize_y=True).fit(X, Y)
+    std2 = two.predict(da.from_array(X, chunks=(77, D)), return_std=True)[1]
+    assert std2.shape == (N, 2) and _rel(std2.compute(), two.predict(X, return_std=True)[1]) <= 1e-12
+    with pytest.raises(ValueError, match="return_cov"):
+        two.predict(Xd, return_cov=True)
+    no_var = nh.NystromKRR(kernel=KERNEL, penalty=PENALTY, centers=M, random_state=3,
+                           predictive_variance=False).fit(Xd, yd)
+    assert no_var.variance_model_ is None
+    with pytest.raises(ValueError, match="no variance model"):
+        no_var.predict(Xd, return_std=True)
+
+
 def test_estimator_two_outputs_on_dask(client, problem):
     # each column stops when its residual crosses tol; rounding may move that by one iteration,
     # a difference of order tol * cond(W): a well conditioned problem keeps it below 1e-10

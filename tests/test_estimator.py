@@ -162,7 +162,8 @@ def test_params_clone_pickle(toy):
     params = model.get_params()
     assert params["kernel__lengthscale"] == 0.7 and params["penalty"] == 1e-3
     assert set(model.get_params(deep=False)) == {"kernel", "penalty", "centers", "solver", "maxiter", "tol",
-                                                 "random_state", "normalize_y", "fit_intercept"}
+                                                 "random_state", "normalize_y", "fit_intercept",
+                                                 "predictive_variance", "amplitude"}
     model.set_params(kernel__lengthscale=0.9, penalty=1e-2)
     assert k.lengthscale == 0.9 and model.penalty == 1e-2
     with pytest.raises(ValueError, match="invalid parameter 'alpha'"):

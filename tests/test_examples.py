@@ -152,6 +152,7 @@ def test_quality_table_quick_export_merge_and_rerun(tmp_path):
     rows = _rows(raw)
     assert [(r["method"], r["status"]) for r in rows] == [("gcv", "ok"), ("sgpr", "ok")]
     assert all(0.0 < float(r["test_error"]) < 1.5 and r["epochs"] == "2" for r in rows)
+    assert all(math.isfinite(float(r["nlpd"])) and 0.0 <= float(r["coverage"]) <= 1.0 for r in rows)
 
     # the exported start is nyhopt's own initialization for this seed
     data = np.load(problems / "mg_seed0.npz")
@@ -205,3 +206,19 @@ def test_quality_table_targets_verdicts():
     assert "on at least 80%: fails (1/2)" in summary
     _, summary = mod.targets({k: v for k, v in stats.items() if k[1] != "validated"}, ["a", "b"])
     assert summary.count("not run") == 2
+
+
+def test_quality_table_error_bar_targets():
+    mod = _load("quality_table")
+    stats = {("a", "sgpr", "coverage"): 0.93, ("a", "sgpr", "nlpd"): 1.00, ("a", "gpytorch", "nlpd"): 0.97,
+             ("b", "sgpr", "coverage"): 0.90, ("b", "sgpr", "nlpd"): 1.10, ("b", "gpytorch", "nlpd"): 1.00}
+    lines, summary = mod.bar_targets(stats, ["a", "b"])
+    assert abs(lines[0]["sgpr NLPD - gpytorch NLPD"] - 0.03) < 1e-12
+    assert "0.95: 1/2 datasets" in summary and "GPyTorch's: 1/2 datasets" in summary
+
+
+def test_uncertainty_1d_figure(tmp_path):
+    mod = _load("uncertainty_1d")
+    cover = mod.main(["--out", str(tmp_path), "--epochs", "5"])
+    assert 0.0 < cover <= 1.0
+    assert (tmp_path / "uncertainty_1d.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

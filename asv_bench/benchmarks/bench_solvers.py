@@ -63,6 +63,7 @@ class FitSynthetic:
         self.model = nh.NystromKRR(
             nh.GaussianKernel(np.ones(8)), penalty=1e-4, centers=ds.X_train[:m], solver=solver,
             maxiter=100, tol=1e-6 if dtype == "float32" else 1e-7,
+            predictive_variance=False,  # the solver alone (the variance pass is PredictStd's business)
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -113,6 +114,59 @@ class PredictSynthetic:
         _sync(self.xp)
 
 
+class PredictStd:
+    """``predict(X, return_std=True)`` against the mean alone, 5000 test rows (d = 8).
+
+    The variance model comes from a direct fit on 5000 training rows (in
+    ``setup``); the std costs two triangular solves with the ``m x m`` factors
+    per row (``2 m^2`` flops) on top of the mean's kernel evaluation, so the
+    ratio ``time_std / time_mean`` grows with m (target: at most 2 at
+    m = 1000; measured on the 2-core CPU: about 11-14, see docs/uncertainty.md).
+    The fit benchmarks above and P4 set ``predictive_variance=False``: they time
+    the solvers alone.
+    """
+
+    params = [[200, 1000], ["float64", "float32"], ["numpy", "cupy"]]
+    param_names = ["m", "dtype", "backend"]
+    number = 1
+    repeat = (5, 20, 30.0)
+
+    def setup(self, m, dtype, backend):
+        import nyhopt as nh
+        from nyhopt.datasets import synthetic
+
+        xp = _array_module(backend)
+        ds = synthetic(10000, d=8, n_test=5000, seed=1234, dtype=np.dtype(dtype))
+        self.xp = xp
+        X = xp.asarray(ds.X_train[:5000])
+        self.model = nh.NystromKRR(nh.GaussianKernel(np.ones(8)), penalty=1e-4, centers=X[:m],
+                                   solver="direct").fit(X, xp.asarray(ds.y_train[:5000]))
+        self.Xt = xp.asarray(ds.X_test)
+        self.model.predict(self.Xt[:10], return_std=True)
+
+    def time_mean(self, m, dtype, backend):
+        self.model.predict(self.Xt)
+        _sync(self.xp)
+
+    def time_std(self, m, dtype, backend):
+        self.model.predict(self.Xt, return_std=True)
+        _sync(self.xp)
+
+    def track_std_over_mean(self, m, dtype, backend):
+        """Median of 5 interleaved timings of each: the ratio the target is about."""
+        mean_t, std_t = [], []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            self.time_mean(m, dtype, backend)
+            t1 = time.perf_counter()
+            self.time_std(m, dtype, backend)
+            mean_t.append(t1 - t0)
+            std_t.append(time.perf_counter() - t1)
+        return float(np.median(std_t) / np.median(mean_t))
+
+    track_std_over_mean.unit = "ratio"
+
+
 class ProteinP4:
     """Benchmark P4: ``NystromKRR.fit`` (Falkon) on protein, m = 1000 and 5000, float64, CPU."""
 
@@ -133,7 +187,7 @@ class ProteinP4:
         for m in self.params[0]:
             model = nh.NystromKRR(
                 nh.GaussianKernel(PROTEIN_LENGTHSCALE), penalty=PROTEIN_PENALTY, centers=m,
-                maxiter=PROTEIN_MAXITER, tol=PROTEIN_TOL, random_state=0,
+                maxiter=PROTEIN_MAXITER, tol=PROTEIN_TOL, random_state=0, predictive_variance=False,
             )
             tracemalloc.start()
             t0 = time.perf_counter()

@@ -17,14 +17,17 @@ from .._centers import select_centers
 from .._validation import check_matrix
 from ..backend import get_namespace, to_numpy
 from .._fitted import as_intercept, check_fitted, intercept_of
+from .._predictive import set_variance
+from ..posterior import block_whitened, check_variance_model, latent_variance, variance_model
 from ..solvers import jitter
+from ..solvers.direct import kmm_upper
 from . import _blocks
 from ..solvers import ConvergenceWarning
 from ._detect import is_dask_array
 from .falkon import falkon_solve_sharded
 from .sharded import ShardedData, _check_dask_matrix
 
-__all__ = ["fit_dask", "predict_dask"]
+__all__ = ["fit_dask", "predict_dask", "std_dask"]
 
 
 def fit_dask(est, X, y, client=None):
@@ -60,6 +63,7 @@ def fit_dask(est, X, y, client=None):
         alpha = record.alpha
         if fit_intercept:
             alpha, c = _profile_intercept(data, kernel, Z, alpha, penalty)
+        variance = _variance_pass(est, kernel, data, Z, penalty, fit_intercept) if est.predictive_variance else None
     finally:
         data.release()
     if not record.cg.converged:
@@ -77,7 +81,68 @@ def fit_dask(est, X, y, client=None):
     est.alpha_ = alpha[:, 0] if np.ndim(y) == 1 else alpha
     est.y_mean_, est.y_scale_ = mean, scale
     est.intercept_ = as_intercept(mean + scale * c, np.ndim(y) == 1)
+    set_variance(est, variance)
     return est
+
+
+def _variance_pass(est, kernel, data, Z, penalty, intercept=False):
+    """The :class:`~nyhopt.posterior.VarianceModel` from one more pass over the sharded data.
+
+    ``(kernel, Z, L^T)`` is broadcast once; each block returns its float64
+    partial ``(S, AY, ||Y||^2)`` (``m x m``), summed by the data's reducer.
+    """
+    Lt = kmm_upper(kernel, Z, data.dtype, np)
+    S, AY, yy, YtY = data.reduce(block_whitened, data.broadcast((kernel, Z, Lt)))
+    return variance_model(0.5 * (S + S.T), AY, float(yy[0]), Lt.T, data.n, penalty, np,
+                          amplitude=est.amplitude, YtY=YtY if intercept else None)
+
+
+def _std_block(Xb, kernel, Z, vm, scale, include_noise):
+    """Standard deviation of one block's predictions (float64 algebra, the block's dtype)."""
+    xp = get_namespace(Xb)
+    Xb = check_matrix(Xb, "X", xp)
+    var = latent_variance(kernel, Xb, xp.asarray(Z, dtype=Xb.dtype), vm)
+    if include_noise:
+        var = var + vm.noise_variance
+    std = xp.sqrt(var)
+    if scale is None:
+        return std.astype(Xb.dtype)
+    return (std[:, None] * xp.asarray(scale)).astype(Xb.dtype)
+
+
+def std_dask(est, X, include_noise):
+    """Standard deviation of the predictions of a fitted model for a dask ``X``: a dask array.
+
+    The variance model (two ``m x m`` factors) enters the graph once, as one
+    delayed object that every block task depends on (Dask sends it once to
+    each worker that runs a block).
+    """
+    import dask
+
+    check_fitted(est)
+    _check_dask_matrix(X)
+    if X.shape[1] != est.n_features_in_:
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {type(est).__name__} is expecting {est.n_features_in_} features as input"
+        )
+    vm = getattr(est, "variance_model_", None)
+    check_variance_model(vm, est.centers_.shape[0], f"this {type(est).__name__}",
+                         getattr(est, "_no_variance_reason", None))
+    vm = vm._replace(L=to_numpy(vm.L), C=to_numpy(vm.C))
+    dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+    alpha = est.alpha_
+    scale = None
+    if alpha.ndim == 2:
+        scale = np.asarray(est.y_scale_ if getattr(est, "normalize_y", False) else np.ones(alpha.shape[1]),
+                           dtype=np.float64)
+    elif getattr(est, "normalize_y", False):
+        vm = vm._replace(amplitude=vm.amplitude * float(est.y_scale_[0]) ** 2)
+    shared = dask.delayed(vm, pure=True)
+    args = (est.kernel_, to_numpy(est.centers_), shared, scale, include_noise)
+    meta = X._meta.astype(dtype)
+    if scale is None:
+        return X.map_blocks(_std_block, *args, drop_axis=1, dtype=dtype, meta=meta.reshape(0))
+    return X.map_blocks(_std_block, *args, chunks=(X.chunks[0], (alpha.shape[1],)), dtype=dtype, meta=meta)
 
 
 def _profile_intercept(data, kernel, Z, alpha, penalty):

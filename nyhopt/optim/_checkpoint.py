@@ -166,7 +166,9 @@ class Checkpointer:
                                       {k: _unfloat(v) for k, v in rec["terms"].items()},
                                       _unfloat(rec["penalty"]), np.array(data[f"history.{i}.lengthscale"]),
                                       _unfloat(rec["train_error"]), _unfloat(rec["validation_error"]),
-                                      _unfloat(rec["time"]), _unfloat(rec["amplitude"])))
+                                      _unfloat(rec["time"]), _unfloat(rec["amplitude"]),
+                                      _unfloat(rec.get("validation_nlpd", "nan")),
+                                      _unfloat(rec.get("validation_coverage", "nan"))))
         if "warm_start" in data and hasattr(objective, "_beta"):
             objective._beta = get_namespace(params.centers).asarray(data["warm_start"])
         return Resumed(epoch=next_epoch, params=_params_from("params", data, params), state=state,
@@ -190,7 +192,9 @@ class Checkpointer:
             records.append({"epoch": r.epoch, "objective": _float(r.objective),
                             "terms": {k: _float(v) for k, v in r.terms.items()}, "penalty": _float(r.penalty),
                             "train_error": _float(r.train_error), "validation_error": _float(r.validation_error),
-                            "time": _float(r.time), "amplitude": _float(r.amplitude)})
+                            "time": _float(r.time), "amplitude": _float(r.amplitude),
+                            "validation_nlpd": _float(r.validation_nlpd),
+                            "validation_coverage": _float(r.validation_coverage)})
         beta = getattr(objective, "_beta", None)
         if beta is not None:
             arrays["warm_start"] = np.asarray(to_numpy(beta))

@@ -36,6 +36,11 @@ class TuneRecord(NamedTuple):
     amplitude : float, default 1.0
         Kernel amplitude :math:`a` (signal variance); stays 1 for the
         objectives that ignore it.
+    validation_nlpd, validation_coverage : float, default NaN
+        Regression with validation rows and the direct solver: the negative
+        log predictive density and the 95% interval coverage of the same
+        model's error bars on the validation rows (:mod:`nyhopt.metrics`;
+        ``docs/uncertainty.md``); NaN otherwise.
     """
 
     epoch: int
@@ -47,6 +52,8 @@ class TuneRecord(NamedTuple):
     validation_error: float
     time: float
     amplitude: float = 1.0
+    validation_nlpd: float = float("nan")
+    validation_coverage: float = float("nan")
 
 
 class History(Sequence):
@@ -56,7 +63,7 @@ class History(Sequence):
     whole column as an array: ``history.objective``, ``history.penalty``,
     ``history.lengthscale`` (shape (epochs, 1 or d)), ``history.train_error``,
     ``history.validation_error``, ``history.time``, ``history.epoch``,
-    ``history.amplitude``;
+    ``history.amplitude``, ``history.validation_nlpd``, ``history.validation_coverage``;
     ``history.term(name)`` gives one term of the objective.
 
     Examples

@@ -14,7 +14,7 @@ from .._intercept import profile_intercept, with_ones
 from ..ops import kmv
 from ._targets import TargetEncoding, decode_predictions
 
-__all__ = ["choose_solver", "solve_alpha", "prediction_error", "ErrorTracker"]
+__all__ = ["choose_solver", "solve_alpha", "prediction_error", "predictive_scores", "ErrorTracker"]
 
 #: ``solver="auto"`` uses the direct (Cholesky) solver while ``n * m**2`` is at most this.
 DIRECT_MAX_WORK = 1e11
@@ -57,6 +57,20 @@ def prediction_error(pred, truth, task) -> float:
     return float(xp.mean(pred.reshape(-1) != truth.reshape(-1)))
 
 
+def predictive_scores(model, X_val, y_val):
+    """``{"rmse", "nlpd", "coverage"}`` of a fitted regressor on validation rows (95% interval), or None.
+
+    None when the model has no variance model.  See :mod:`nyhopt.metrics`.
+    """
+    from .. import metrics
+
+    if getattr(model, "variance_model_", None) is None:
+        return None
+    mean, std = model.predict(X_val, return_std=True)
+    return {"rmse": metrics.rmse(y_val, mean), "nlpd": metrics.nlpd(y_val, mean, std),
+            "coverage": metrics.coverage(y_val, mean, std, level=0.95)}
+
+
 class ErrorTracker:
     """Errors of the model at given params on the training and a validation set.
 
@@ -83,24 +97,59 @@ class ErrorTracker:
         self.X, self.enc, self.y_train = X, enc, y_train
         self.X_val, self.y_val = X_val, y_val
         self.kernel, self.dtype, self.solver = kernel, dtype, solver
+        #: ``(validation_nlpd, validation_coverage)`` of the last call (NaN when not computed)
+        self.last_scores = (float("nan"), float("nan"))
+        #: use ``params.amplitude`` for the error bars (objectives that tune it), else SGPR's closed form
+        self.use_amplitude = False
         self.fit_intercept = bool(fit_intercept)
 
     def __call__(self, params):
-        """``(train_error, validation_error)``; NaN for a missing validation set."""
+        """``(train_error, validation_error)``; NaN for a missing validation set.
+
+        Regression with validation rows and the direct solver also sets
+        :attr:`last_scores`: the error bars of the same model on the
+        validation rows (its variance model comes from the direct solver's
+        own pass; the validation rows cost :math:`O(m^2)` each).
+        """
         kernel = self.kernel.with_lengthscale(params.lengthscale)
         Z = params.centers.astype(self.dtype, copy=False)
         Y = self.enc.Y
+        xp = get_namespace(Y)
+        scores = self.X_val is not None and self.enc.task == "regression" and self.solver == "direct"
+        vm = None
+        Y_fit = with_ones(Y, xp) if self.fit_intercept else Y
+        if scores:
+            from ..posterior import direct_fit
+
+            alpha, vm = direct_fit(kernel, self.X, Z, Y_fit, params.penalty,
+                                   amplitude=params.amplitude if self.use_amplitude else None,
+                                   intercept=self.fit_intercept)
+        else:
+            alpha = solve_alpha(kernel, self.X, Z, Y_fit, params.penalty, self.solver)
+        c = 0.0
         if self.fit_intercept:
-            xp = get_namespace(Y)
-            alpha = solve_alpha(kernel, self.X, Z, with_ones(Y, xp), params.penalty, self.solver)
             alpha, c = profile_intercept(kernel, self.X, Z, Y, alpha, params.penalty)
             c = xp.asarray(c)
-        else:
-            alpha, c = solve_alpha(kernel, self.X, Z, Y, params.penalty, self.solver), 0.0
         train = prediction_error(decode_predictions(kmv(kernel, self.X, Z, alpha) + c, self.enc),
                                  self.y_train, self.enc.task)
         val = float("nan")
+        self.last_scores = (float("nan"), float("nan"))
         if self.X_val is not None:
-            val = prediction_error(decode_predictions(kmv(kernel, self.X_val, Z, alpha) + c, self.enc),
-                                   self.y_val, self.enc.task)
+            pred = decode_predictions(kmv(kernel, self.X_val, Z, alpha) + c, self.enc)
+            val = prediction_error(pred, self.y_val, self.enc.task)
+            if vm is not None:
+                self.last_scores = self._scores(kernel, Z, vm, pred)
         return train, val
+
+    def _scores(self, kernel, Z, vm, pred):
+        """NLPD and 95% coverage of the predictions ``pred`` (user units) on the validation rows."""
+        from .. import metrics
+        from ..posterior import latent_variance
+
+        xp = get_namespace(pred)
+        var = latent_variance(kernel, self.X_val, Z, vm) + vm.noise_variance
+        std = xp.sqrt(var)[:, None] * xp.asarray(np.asarray(self.enc.y_scale, dtype=np.float64))
+        mean = pred.reshape(std.shape)
+        y = self.y_val if get_namespace(self.y_val) is xp else xp.asarray(to_numpy(self.y_val))
+        y = xp.asarray(y, dtype=xp.float64).reshape(std.shape)
+        return metrics.nlpd(y, mean, std), metrics.coverage(y, mean, std, level=0.95)

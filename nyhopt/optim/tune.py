@@ -42,7 +42,7 @@ from ._setup import split_validation as _split_validation
 from ._progress import ProgressBar, wants_progress
 from ._stopping import DEFAULT_REL_DELTA, trend_stalled
 from ._targets import encode_targets, resolve_task
-from ._tracking import ErrorTracker, choose_solver
+from ._tracking import ErrorTracker, choose_solver, predictive_scores
 
 __all__ = ["tune", "TuneResult", "TuneRecord", "History", "FIELDS", "default_noise_variance"]
 
@@ -81,6 +81,12 @@ class TuneResult(NamedTuple):
         With a list ``objective``: one record per candidate (name, validation
         error, best objective value, best epoch, epochs run, stop reason,
         params, history, elapsed), in the given order; ``()`` otherwise.
+    validation_scores : dict or None
+        Regression with validation rows (a fraction or ``(X_val, y_val)``;
+        in-memory data): the final model's ``{"rmse", "nlpd", "coverage"}``
+        on them, from ``predict(X_val, return_std=True)`` (:mod:`nyhopt.metrics`:
+        the negative log predictive density and the 95% interval coverage);
+        None otherwise.
 
     Examples
     --------
@@ -104,6 +110,7 @@ class TuneResult(NamedTuple):
     task: str
     elapsed: float
     candidates: tuple = ()
+    validation_scores: object = None
 
     def __repr__(self):
         """A short summary: the centers and long lengthscale vectors by their shape only."""
@@ -152,11 +159,13 @@ def _warn_auto_classification(y):
             "this warning)", UserWarning, stacklevel=5)  # tune -> _start -> _start_in_memory -> here
 
 
-def _final_model(task, kernel, params, X, y, dtype, solver, client=None, fit_intercept=False):
+def _final_model(task, kernel, params, X, y, dtype, solver, client=None, fit_intercept=False, amplitude=None):
     from ..estimator import NystromKRR, NystromKRRClassifier
 
+    # the error bars use the amplitude the objective tuned, else SGPR's closed form (amplitude=None)
     kw = dict(kernel=kernel.with_lengthscale(params.lengthscale.copy()), penalty=params.penalty,
-              centers=params.centers.astype(dtype, copy=True), solver=solver, fit_intercept=fit_intercept)
+              centers=params.centers.astype(dtype, copy=True), solver=solver, fit_intercept=fit_intercept,
+              amplitude=amplitude)
     if task == "classification":
         model = NystromKRRClassifier(**kw)
     else:
@@ -365,7 +374,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     start = _start(X, y, objective=objective, centers=centers, penalty=penalty, lengthscale=lengthscale,
                    kernel=kernel, ard=ard, rng=rng, validation=validation, task=task, dtype=dtype, solver=solver,
                    objective_options=objective_options, track_errors=track_errors, client=client)
-    obj, wrt, mask, profile = _objective_stage(start.obj, freeze)
+    obj, wrt, mask, profile = _objective_stage(start.obj, freeze, start.tracker)
     signature = None
     if checkpoint is not None:
         from ._checkpoint import call_signature
@@ -379,11 +388,15 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     # mean="constant": the ridge fit with intercept at the tuned hyperparameters, whose constant is the
     # objective's profiled c* (in the units of y); normalize_y's centring does not change it.
     model = _final_model(start.task, start.template, loop.best_params, start.X, start.y, start.dtype, start.solver,
-                         start.client, fit_intercept=getattr(obj, "mean", "zero") == "constant")
+                         start.client, fit_intercept=getattr(obj, "mean", "zero") == "constant",
+                         amplitude=loop.best_params.amplitude if obj.uses_amplitude else None)
+    scores = None
+    if start.task == "regression" and start.y_val is not None:  # in memory; before the names: X_val is an array
+        scores = predictive_scores(model, start.X_val, start.y_val)
     if names is not None:
         model.feature_names_in_ = names
     return TuneResult(model, loop.best_params, loop.history, obj, loop.best_epoch, loop.stop_reason, start.task,
-                      time.perf_counter() - t_start)
+                      time.perf_counter() - t_start, validation_scores=scores)
 
 
 # ----------------------------------------------------------------------------- the stages of tune
@@ -418,6 +431,7 @@ class _Start(NamedTuple):
     X: object
     y: object
     X_val: object
+    y_val: object  # in-memory validation targets (None on a cluster)
     task: str
     enc: object
     params: Params
@@ -444,7 +458,7 @@ def _start(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, rng, 
         from ..distributed.tune import setup_dask  # dask is optional: imported only for dask arrays
 
         X, y, X_val, task, enc, params, template, obj, solver, tracker, client = setup_dask(X, y, **kw)
-        return _Start(X, y, X_val, task, enc, params, template, obj, solver, tracker, client, X.dtype)
+        return _Start(X, y, X_val, None, task, enc, params, template, obj, solver, tracker, client, X.dtype)
     if client is not None:
         raise ValueError("client is only used with dask arrays X, y; leave it out for in-memory data")
     return _start_in_memory(X, y, **kw)
@@ -486,11 +500,13 @@ def _start_in_memory(X, y, *, objective, centers, penalty, lengthscale, kernel, 
     tracker = (ErrorTracker(X, enc, y, X_val, y_val, template, dtype, solver,
                             fit_intercept=getattr(obj, "mean", "zero") == "constant")
                if track_errors else None)
-    return _Start(X, y, X_val, task, enc, params, template, obj, solver, tracker, None, dtype)
+    return _Start(X, y, X_val, y_val, task, enc, params, template, obj, solver, tracker, None, dtype)
 
 
-def _objective_stage(obj, freeze):
+def _objective_stage(obj, freeze, tracker=None):
     """Stage 3, objective: the fields to differentiate; ``(obj, wrt, Adam mask, profile the amplitude)``."""
+    if tracker is not None and hasattr(tracker, "use_amplitude"):
+        tracker.use_amplitude = obj.uses_amplitude  # the error bars use the amplitude the objective tunes
     profile = getattr(obj, "amplitude", None) == "profile"  # sgpr sets a = a* at every evaluation
     if profile and "amplitude" in freeze:
         obj.amplitude, profile = "learn", False  # frozen: a stays at the params' value
@@ -554,8 +570,9 @@ def _loop(obj, params, wrt, mask, profile, tracker, has_val, *, epochs, lr, b1, 
                 break
             terms = dict(obj.last_terms or {}) if record_terms else {}
             train_err, val_err = tracker(params) if tracker is not None else (math.nan, math.nan)
+            val_nlpd, val_cov = getattr(tracker, "last_scores", (math.nan, math.nan))
             record = TuneRecord(epoch, float(value), terms, params.penalty, params.lengthscale,
-                                train_err, val_err, t_opt, params.amplitude)
+                                train_err, val_err, t_opt, params.amplitude, val_nlpd, val_cov)
             history.append(record)
             if value < best_value - min_delta:
                 stale = 0

@@ -19,6 +19,8 @@ with the lower factors :math:`L L^T = K_{mm} + \epsilon I`,
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .._config import block_rows
@@ -29,7 +31,7 @@ from ..ops import kernel_matrix
 from ._jitter import jitter
 from ._linalg import add_to_diagonal, cholesky_upper, solve_triangular
 
-__all__ = ["direct_solve"]
+__all__ = ["direct_solve", "direct_factors", "DirectFactors", "kmm_upper", "whitened_moments"]
 
 
 def direct_solve(kernel, X, Z, Y, penalty):
@@ -78,29 +80,81 @@ def direct_solve(kernel, X, Z, Y, penalty):
     >>> alpha.shape
     (10, 1)
     """
+    return direct_factors(kernel, X, Z, Y, penalty).alpha
+
+
+class DirectFactors(NamedTuple):
+    """What :func:`direct_factors` computes on the way to the coefficients.
+
+    Attributes
+    ----------
+    alpha : array (m, p), float64
+    Lt, Ct : arrays (m, m), float64
+        The upper factors :math:`L^T` and :math:`C^T`.
+    AY : array (m, p), float64
+        :math:`A Y`.
+    yy : float
+        :math:`\\|Y\\|_F^2`.
+    n_lam : float
+        :math:`n\\lambda`.
+    """
+
+    alpha: object
+    Lt: object
+    Ct: object
+    AY: object
+    yy: float
+    n_lam: float
+
+
+def kmm_upper(kernel, Z, dtype, xp):
+    """``L^T`` with ``L L^T = k(Z, Z) + eps I`` (float64; ``eps`` of the data ``dtype``), as the direct solver."""
+    Kmm = kernel_matrix(kernel, Z.astype(np.float64, copy=False))
+    add_to_diagonal(Kmm, jitter(dtype), xp, overwrite=True)
+    return cholesky_upper(Kmm, xp, "Kmm + eps*I", overwrite=True)
+
+
+def whitened_moments(kernel, X, Z, Y, Lt, xp):
+    """``(A A^T, A Y, ||Y||^2)`` with :math:`A = L^{-1}k(Z, X)`, float64, in one pass over row blocks of ``X``.
+
+    ``Y`` is (n, p); ``Z`` has the dtype of ``X``.  Each kernel block is cast
+    to float64 before the triangular solve.
+    """
+    n, m = X.shape[0], Z.shape[0]
+    f64 = np.float64
+    G = xp.zeros((m, m), dtype=f64)
+    AY = xp.zeros((m, Y.shape[1]), dtype=f64)
+    yy = 0.0
+    b = block_rows(n, m, 8, n_temps=4, per_row=Y.shape[1])
+    for start in range(0, n, b):
+        sl = slice(start, min(start + b, n))
+        Kb = kernel_matrix(kernel, X[sl], Z).astype(f64, copy=False)  # (b, m)
+        Ab = solve_triangular(Lt, Kb.T, xp, trans=True)  # L^{-1} K_b^T, (m, b)
+        G += Ab @ Ab.T
+        Yb = Y[sl].astype(f64, copy=False)
+        AY += Ab @ Yb
+        yy += float(xp.sum(Yb * Yb))
+    return G, AY, yy
+
+
+def direct_factors(kernel, X, Z, Y, penalty) -> DirectFactors:
+    """:func:`direct_solve` with the factors it computes on the way (for the predictive variance).
+
+    Returns
+    -------
+    DirectFactors
+    """
     xp = get_namespace(X, Z, Y)
     with cpu_threads("blas", xp):  # dense algebra dominates: BLAS owns the cores
         X = check_matrix(X, "X", xp)
         Z = check_matrix(Z, "Z", xp, dtype=X.dtype, n_features=X.shape[1])
-        n, m = X.shape[0], Z.shape[0]
+        n = X.shape[0]
         Y, _ = check_targets(Y, "Y", n, xp, dtype=X.dtype)
         penalty = check_positive(penalty, "penalty")
-
-        f64 = np.float64
-        Kmm = kernel_matrix(kernel, Z.astype(f64, copy=False))
-        add_to_diagonal(Kmm, jitter(X.dtype), xp, overwrite=True)
-        Lt = cholesky_upper(Kmm, xp, "Kmm + eps*I", overwrite=True)  # L^T
-        del Kmm
-        G = xp.zeros((m, m), dtype=f64)
-        AY = xp.zeros((m, Y.shape[1]), dtype=f64)
-        b = block_rows(n, m, 8, n_temps=4, per_row=Y.shape[1])
-        for start in range(0, n, b):
-            sl = slice(start, min(start + b, n))
-            Kb = kernel_matrix(kernel, X[sl], Z).astype(f64, copy=False)  # (b, m)
-            Ab = solve_triangular(Lt, Kb.T, xp, trans=True)  # L^{-1} K_b^T, (m, b)
-            G += Ab @ Ab.T
-            AY += Ab @ Y[sl].astype(f64, copy=False)
-        add_to_diagonal(G, n * penalty, xp, overwrite=True)
+        Lt = kmm_upper(kernel, Z, X.dtype, xp)
+        G, AY, yy = whitened_moments(kernel, X, Z, Y, Lt, xp)
+        n_lam = float(n * penalty)
+        add_to_diagonal(G, n_lam, xp, overwrite=True)
         Ct = cholesky_upper(G, xp, "A A^T + n*penalty*I", overwrite=True)  # C^T
         w = solve_triangular(Ct, solve_triangular(Ct, AY, xp, trans=True), xp)  # (C C^T)^{-1} A Y
-        return solve_triangular(Lt, w, xp)  # L^{-T} w
+        return DirectFactors(solve_triangular(Lt, w, xp), Lt, Ct, AY, yy, n_lam)  # alpha = L^{-T} w

@@ -1,0 +1,95 @@
+"""nyhopt.metrics, tune's validation scores and ``nyhopt predict --std``."""
+from __future__ import annotations
+
+import csv
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import nyhopt as nh
+from nyhopt import metrics
+
+
+def test_metrics_against_scipy():
+    rng = np.random.default_rng(0)
+    y, mean, std = rng.normal(size=(3, 500))
+    std = np.abs(std) + 0.1
+    assert metrics.nlpd(y, mean, std) == pytest.approx(-np.mean(stats.norm.logpdf(y, mean, std)), rel=1e-13)
+    lo, hi = stats.norm.interval(0.9, mean, std)
+    assert metrics.coverage(y, mean, std, level=0.9) == np.mean((y >= lo) & (y <= hi))
+    assert metrics.rmse(y, mean) == pytest.approx(np.sqrt(np.mean((y - mean) ** 2)), rel=1e-14)
+    # calibrated draws: coverage near the level
+    draws = mean + std * rng.normal(size=500)
+    assert abs(metrics.coverage(draws, mean, std) - 0.95) < 0.03
+    # a column vector y against 1-D predictions; two outputs averaged over all values
+    assert metrics.rmse(y[:, None], mean) == metrics.rmse(y, mean)
+    Y = np.stack([y, y], 1)
+    M = np.stack([mean, mean], 1)
+    S = np.stack([std, std], 1)
+    assert metrics.nlpd(Y, M, S) == pytest.approx(metrics.nlpd(y, mean, std), rel=1e-14)
+
+
+def test_metrics_bad_input():
+    y = np.zeros(3)
+    with pytest.raises(ValueError, match="std must be > 0"):
+        metrics.nlpd(y, y, np.array([1.0, 0.0, 1.0]))
+    with pytest.raises(ValueError, match="std has shape"):
+        metrics.coverage(y, y, np.ones(4))
+    with pytest.raises(ValueError, match="y has shape"):
+        metrics.rmse(np.zeros(4), y)
+    with pytest.raises(ValueError, match="level"):
+        metrics.coverage(y, y, np.ones(3), level=95)
+    with pytest.raises(ValueError, match="mean contains NaN"):
+        metrics.rmse(y, np.array([0.0, np.nan, 0.0]))
+
+
+def data(n=240, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, 2))
+    return X, np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=n)
+
+
+def test_tune_reports_validation_scores():
+    X, y = data()
+    res = nh.tune(X, y, objective="sgpr", centers=15, epochs=5, validation=0.25, progress=False, random_state=0)
+    s = res.validation_scores
+    assert set(s) == {"rmse", "nlpd", "coverage"} and 0 <= s["coverage"] <= 1 and math.isfinite(s["nlpd"])
+    assert s["rmse"] == pytest.approx(res.history[res.best_epoch].validation_error, rel=1e-6)
+    # per epoch in the history (the direct solver's tracker), the best epoch's being the final model's
+    best = res.history[res.best_epoch]
+    assert np.all(np.isfinite(res.history.validation_nlpd)) and np.all(res.history.validation_coverage <= 1)
+    assert best.validation_nlpd == pytest.approx(s["nlpd"], rel=1e-9, abs=1e-12)
+    assert best.validation_coverage == s["coverage"]
+    assert "validation_nlpd" in res.history.as_dict()
+    est = nh.HyperoptKRR(objective="gcv", centers=15, epochs=5, validation_fraction=0.25, random_state=0).fit(X, y)
+    assert est.history_[est.best_epoch_].validation_nlpd == pytest.approx(est.validation_scores_["nlpd"], rel=1e-9)
+    assert set(est.validation_scores_) == {"rmse", "nlpd", "coverage"}
+    assert nh.tune(X, y, centers=15, epochs=2, progress=False).validation_scores is None
+    assert nh.tune(X, y > 0, centers=15, epochs=2, validation=0.25, progress=False).validation_scores is None
+
+
+def test_cli_predict_std(tmp_path):
+    from nyhopt.cli import main
+
+    X, y = data()
+    path = tmp_path / "d.csv"
+    np.savetxt(path, np.column_stack([X, y]), delimiter=",", header="a,b,t", comments="")
+    model = tmp_path / "m.npz"
+    assert main(["tune", str(path), "--target", "t", "--objective", "sgpr", "--centers", "10", "--epochs", "3",
+                 "--validation", "0.25", "--out", str(model), "--quiet"]) == 0
+    out = tmp_path / "p.csv"
+    assert main(["predict", str(model), str(path), "--out", str(out), "--std"]) == 0
+    with open(out) as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["t", "t_std"] and len(rows) == 241
+    values = np.array(rows[1:], dtype=float)
+    mean, std = nh.load_model(model).predict(X, return_std=True)
+    np.testing.assert_allclose(values[:, 0], mean, rtol=1e-15)
+    np.testing.assert_allclose(values[:, 1], std, rtol=1e-15)
+    labels = tmp_path / "c.csv"
+    np.savetxt(labels, np.column_stack([X, y > 0]), delimiter=",", header="a,b,t", comments="")
+    assert main(["tune", str(labels), "--target", "t", "--centers", "10", "--epochs", "2", "--out",
+                 str(tmp_path / "c.npz"), "--quiet"]) == 0
+    assert main(["predict", str(tmp_path / "c.npz"), str(labels), "--std"]) != 0
