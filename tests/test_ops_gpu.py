@@ -135,9 +135,11 @@ def test_adjoint_subsets_and_wide_operands(cp, rng, wrt):
             close(g, w, 1e-12)
 
 
-def test_many_features_use_the_reference(cp, rng):
-    """d above the fused adjoint's shared-memory limit: the reference runs on CuPy."""
+def test_many_features_use_the_reference(cp, rng, monkeypatch):
+    """d above the fused adjoint's shared-memory limit: the reference runs on CuPy (the SIMT route)."""
     from nyhopt.ops import _cupy
+
+    monkeypatch.setattr(_cupy, "ADJOINT_GEMM", False)  # the GEMM route has no limit on d
 
     d = _cupy.FUSED_ADJOINT_MAX_D + 1
     kernel, X, Z, o = problem(rng, np.float64, "gaussian", n=50, m=20, d=d, k=2)
