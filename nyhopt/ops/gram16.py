@@ -71,7 +71,7 @@ import numpy as np
 from .._config import block_rows
 from ..backend import is_cupy_namespace
 from . import _operand, _prepare, _reference
-from .half import join_half, split_half
+from .half import join_half, sgemm_ex, split_half
 
 __all__ = ["BLOCK_ROWS", "FOLD", "SPLIT_SCALE", "gram_matrix16", "split_block", "accumulate_gram"]
 
@@ -97,32 +97,8 @@ def split_block(K, xp, split=True):
 
 
 def _cublas_tn(A, B, C, beta):
-    """``C = A^T B + beta C`` (float32 ``C``) for float16 row-major ``A`` (K, M), ``B`` (K, N) with unit column stride.
-
-    cuBLAS ``SgemmEx`` (float16 inputs, float32 accumulation and output): in
-    column-major terms ``C^T = B^T A`` with ``A`` read transposed.
-    """
-    import cupy
-    from cupy_backends.cuda.api import runtime
-    from cupy_backends.cuda.libs import cublas
-
-    K, M = A.shape
-    N = B.shape[1]
-    one, b = np.ones(1, np.float32), np.full(1, beta, np.float32)
-    handle = cupy.cuda.device.get_cublas_handle()
-    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
-    mode = cublas.getPointerMode(handle)
-    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-    try:
-        cublas.sgemmEx(
-            handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_T, N, M, K,
-            one.ctypes.data, B.data.ptr, runtime.CUDA_R_16F, B.strides[0] // B.itemsize,
-            A.data.ptr, runtime.CUDA_R_16F, A.strides[0] // A.itemsize,
-            b.ctypes.data, C.data.ptr, runtime.CUDA_R_32F, C.strides[0] // C.itemsize,
-        )
-    finally:
-        cublas.setPointerMode(handle, mode)
-    return C
+    """``C = A^T B + beta C`` (float32 ``C``) for float16 row-major ``A`` (K, M), ``B`` (K, N) with unit column stride."""
+    return sgemm_ex(A, B, C, trans_a=True, beta=beta)
 
 
 def _matmul_tn(A, B, C, beta, xp):

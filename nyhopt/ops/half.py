@@ -62,7 +62,7 @@ import numpy as np
 
 from ..backend import is_cupy_namespace
 
-__all__ = ["STORAGE", "split_half", "join_half", "half_matmul", "kmv_block", "kmtv_block"]
+__all__ = ["STORAGE", "split_half", "join_half", "half_matmul", "sgemm_ex", "kmv_block", "kmtv_block"]
 
 #: The 16-bit storage dtype of a held kernel matrix.
 STORAGE = np.dtype(np.float16)
@@ -98,11 +98,41 @@ def _row_major(a, xp):
     return xp.ascontiguousarray(a)
 
 
-def _cublas_half_matmul(A, B):
-    """``A @ B`` (float32) for float16 CuPy matrices, by cuBLAS ``SgemmEx`` (float32 accumulation)."""
+def sgemm_ex(A, B, C, trans_a=False, beta=0.0):
+    """Row-major ``C = op(A) B + beta C`` by cuBLAS ``SgemmEx``: float16 ``A``, ``B``, float32 ``C``.
+
+    ``op(A)`` is ``A`` (M, K) or, with ``trans_a``, ``A^T`` for ``A`` (K, M);
+    ``B`` is (K, N).  Every operand has unit column stride.  Float32
+    accumulation and output (tensor cores where the device has them).  A
+    row-major product is the column-major ``C^T = B^T op(A)^T``: the buffers
+    as they are, operands swapped.
+    """
     import cupy
     from cupy_backends.cuda.api import runtime
     from cupy_backends.cuda.libs import cublas
+
+    M, K = (A.shape[1], A.shape[0]) if trans_a else A.shape
+    N = B.shape[1]
+    one, b = np.ones(1, np.float32), np.full(1, beta, np.float32)
+    handle = cupy.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    try:
+        cublas.sgemmEx(
+            handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_T if trans_a else cublas.CUBLAS_OP_N, N, M, K,
+            one.ctypes.data, B.data.ptr, runtime.CUDA_R_16F, B.strides[0] // B.itemsize,
+            A.data.ptr, runtime.CUDA_R_16F, A.strides[0] // A.itemsize,
+            b.ctypes.data, C.data.ptr, runtime.CUDA_R_32F, C.strides[0] // C.itemsize,
+        )
+    finally:
+        cublas.setPointerMode(handle, mode)
+    return C
+
+
+def _cublas_half_matmul(A, B):
+    """``A @ B`` (float32) for float16 CuPy matrices, by cuBLAS ``SgemmEx`` (float32 accumulation)."""
+    import cupy
 
     A, B = _row_major(A, cupy), _row_major(B, cupy)
     M, K = A.shape
@@ -113,22 +143,7 @@ def _cublas_half_matmul(A, B):
     if K == 0:
         C.fill(0)
         return C
-    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
-    handle = cupy.cuda.device.get_cublas_handle()
-    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
-    mode = cublas.getPointerMode(handle)
-    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-    try:
-        # Row-major C = A B is column-major C^T = B^T A^T: the buffers as they are, operands swapped.
-        cublas.sgemmEx(
-            handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, N, M, K,
-            one.ctypes.data, B.data.ptr, runtime.CUDA_R_16F, B.strides[0] // B.itemsize,
-            A.data.ptr, runtime.CUDA_R_16F, A.strides[0] // A.itemsize,
-            zero.ctypes.data, C.data.ptr, runtime.CUDA_R_32F, N,
-        )
-    finally:
-        cublas.setPointerMode(handle, mode)
-    return C
+    return sgemm_ex(A, B, C)
 
 
 def half_matmul(A, B, xp):
