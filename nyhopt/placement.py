@@ -103,7 +103,7 @@ def gram_pays(source, m, k, products, xp, *, dtype, held=False) -> bool:
     if on_cluster(source):
         from .distributed import _cost  # optional dependency (module notes)
 
-        return _cost.cluster_gram_pays(source.n, m, k, products, len(source.blocks), source.n_workers)
+        return _cost.cluster_gram_pays(source.n, m, k, products, len(source.blocks), _cost.worker_slots(source.client))
     return _operator.gram_pays(m, k, products, xp, dtype=dtype, held=held)
 
 
