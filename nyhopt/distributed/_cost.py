@@ -25,8 +25,10 @@ A partial larger than :data:`GRAM_PARTIAL_BYTES` never pays (each worker
 holds a few during the reduction).
 
 The constants were measured on a 2-core machine with one Numba thread per
-worker, Gaussian kernel, d = 8, float64 (``LocalCluster``: a pass of 4 tiny
-blocks takes 0.04 s; docs/scaling-out.md, "Speed").  They set a break-even,
+worker, Gaussian kernel, d = 8, float64 (``LocalCluster`` of 2 workers: a
+pass of 4 tiny blocks takes 0.04 s; at n = 6e4, m = 1000 the Gram pass took
+9.4 times a streaming normal product, at m = 400 about 2 to 3 times;
+docs/scaling-out.md, "Speed").  They set a break-even,
 not a prediction: off by 2x, the route chosen costs at most about 2x the
 better one near the break-even and is right far from it.
 """
@@ -44,7 +46,7 @@ EVAL_S = 5e-9
 #: Skinny products of a streaming normal product per ``n m k``, seconds.
 PRODUCT_S = 1e-10
 #: The rank update of the Gram pass per ``n m^2``, seconds.
-GRAM_S = 3e-11
+GRAM_S = 4.5e-11
 #: Bytes per second of the partials' reduction (about a 10 Gb/s network; a ``LocalCluster`` is faster).
 NET_BYTES_S = 1e9
 #: Largest ``m x m`` float64 partial the Gram route sends (bytes; m = 11585).
@@ -73,8 +75,10 @@ def cluster_gram_pays(n, m, k, products, blocks, slots) -> bool:
 
     Examples
     --------
-    >>> cluster_gram_pays(60_000, 400, 5, 3, blocks=4, slots=2)   # a step of stoch-prop: many products
+    >>> cluster_gram_pays(60_000, 400, 5, 20, blocks=4, slots=2)   # a step of stoch-prop: 20 CG iterations
     True
+    >>> cluster_gram_pays(60_000, 400, 5, 2, blocks=4, slots=2)
+    False
     >>> cluster_gram_pays(2_000_000, 5000, 5, 3, blocks=4, slots=2)
     False
     """
