@@ -16,7 +16,7 @@ Dask is an optional dependency: :mod:`nyhopt.distributed.sharded` is
 imported inside the functions, only when dask arrays are given (so
 ``import nyhopt`` never imports dask).  A new placement (MPI, several GPUs
 in one process) is one operator with the same methods and one branch here
-(docs/architecture.md, "Adding a placement").
+(docs/dev/architecture.md, "Adding a placement").
 
 Besides the operator, the entry points ask this module the few things that
 differ by placement before any pass is made:

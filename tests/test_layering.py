@@ -198,7 +198,7 @@ def test_detector_finder_sees_the_import_forms(tmp_path):
 
 def test_only_placement_asks_what_kind_of_array_it_holds():
     """Outside ``nyhopt.distributed``, only ``nyhopt.placement`` looks at the arrays' kind: every other module
-    asks it (docs/architecture.md, "Adding a placement")."""
+    asks it (docs/dev/architecture.md, "Adding a placement")."""
     allowed = {PACKAGE / "placement.py"}
     bad = sorted(str(p.relative_to(ROOT)) for p in ALL_FILES
                  if p not in allowed and (PACKAGE / "distributed") not in p.parents and _asks_array_kind(p))
