@@ -59,9 +59,15 @@ def check_objective(name, *arrays):
         refuse_dask_objective(name)
 
 
-def as_placed(a, name="array"):
-    """``a`` as a computation takes it: data on a cluster as they are, others as NumPy/CuPy (:func:`~nyhopt.backend.as_native`)."""
-    return a if on_cluster(a) else as_native(a, name)
+def as_placed(X, y):
+    """``(X, y)`` as a computation takes them: as they are when either is on a cluster, else as NumPy/CuPy.
+
+    In memory, :func:`~nyhopt.backend.as_native` turns DataFrames and other
+    array-likes into arrays (its errors name ``X`` and ``y``).
+    """
+    if on_cluster(X, y):
+        return X, y
+    return as_native(X, "X"), as_native(y, "y")
 
 
 def take_rows(X, idx, client=None):

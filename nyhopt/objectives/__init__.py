@@ -135,5 +135,6 @@ def make_objective(name, X, y, kernel="gaussian", **options) -> Objective:
         unknown = sorted(set(options) - set(valid))
         if unknown:
             raise ValueError(f"unknown option(s) {unknown} for objective {cls.name!r}; valid options: {valid}")
-    return cls(as_placed(X, "X"), as_placed(y, "y"), kernel=kernel, **options)
+    X, y = as_placed(X, y)
+    return cls(X, y, kernel=kernel, **options)
 
