@@ -148,7 +148,7 @@ def test_gram_matrix_dispatches_float32_on_a_gpu(monkeypatch):
     monkeypatch.setattr(gram_mod, "is_cupy_namespace", lambda xp: True)
     gram_mod.gram_matrix(kernel, X, Z, U)
     assert calls == []  # off by default: its truncated sums broke CG at the HIGGS size (docs/solvers.md)
-    monkeypatch.setattr(gram_mod, "TENSOR_CORES", True)
+    monkeypatch.setattr(gram_mod, "TENSOR_CORES", "float16")
     G, KtU = gram_mod.gram_matrix(kernel, X, Z, U)
     assert calls == [1]
     monkeypatch.setattr(gram_mod, "TENSOR_CORES", False)
@@ -169,7 +169,7 @@ def test_tensor_core_gram_on_gpu(kind, d, monkeypatch):
     """
     cp = pytest.importorskip("cupy")
     kernel, X, Z, U = problem(kind, d, n=5011, m=301, k=5)
-    monkeypatch.setattr(gram_mod, "TENSOR_CORES", True)
+    monkeypatch.setattr(gram_mod, "TENSOR_CORES", "float16")
     G, KtU = gram_mod.gram_matrix(kernel, cp.asarray(X), cp.asarray(Z), cp.asarray(U))
     G64, KU64 = reference(kernel, X, Z, U)
     G, KtU = cp.asnumpy(G), cp.asnumpy(KtU)
