@@ -194,21 +194,27 @@ class _HostArray:
     def __init__(self, a):
         self.a = a
         self.shape, self.strides, self.itemsize, self.dtype = a.shape, a.strides, a.itemsize, a.dtype
+        self.flags = a.flags
         self.data = type("Memory", (), {"ptr": a.ctypes.data})()
+
+
+def column_major(ptr, dtype, rows, cols, ld):
+    """The column-major (rows x cols, leading dimension ``ld``) matrix at host address ``ptr``."""
+    import ctypes
+
+    from numpy.lib.stride_tricks import as_strided
+
+    dtype = np.dtype(dtype)
+    buf = np.ctypeslib.as_array((ctypes.c_char * (dtype.itemsize * (ld * (cols - 1) + rows))).from_address(ptr))
+    return as_strided(buf.view(dtype), shape=(rows, cols), strides=(dtype.itemsize, ld * dtype.itemsize))
 
 
 def _host_sgemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc):
     """cuBLAS SgemmEx (column-major, host scalars) on host memory: C = alpha op(A) op(B) + beta C."""
     import ctypes
 
-    from numpy.lib.stride_tricks import as_strided
-
     types_ = {2: np.float16, 0: np.float32}
-
-    def view(ptr, dtype, rows, cols, ld):
-        dtype = np.dtype(dtype)
-        buf = np.ctypeslib.as_array((ctypes.c_char * (dtype.itemsize * (ld * (cols - 1) + rows))).from_address(ptr))
-        return as_strided(buf.view(dtype), shape=(rows, cols), strides=(dtype.itemsize, ld * dtype.itemsize))
+    view = column_major
 
     assert Ctype == 0 and ldc >= m
     ar, ac = (m, k) if transa == 0 else (k, m)

@@ -19,27 +19,13 @@ import nyhopt as nh
 from nyhopt.ops import _cupy, _reference, gram as gram_mod, gram8
 from nyhopt.ops.gram8 import BLOCK_ROWS, PAD, gram_matrix8, join_digits, split_digits
 
-KINDS = ["gaussian", "laplacian", "matern32", "matern52"]
+from test_cuda_gram16 import KINDS, _HostArray, column_major, reference, rel
+from test_cuda_gram16 import problem as _problem
 
 
 def problem(kind, d, n=3001, m=37, k=3, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1.5, 1.5, (n, d)).astype(np.float32)
-    Z = X[rng.permutation(n)[:m]].copy()
-    U = rng.standard_normal((n, k)).astype(np.float32)
-    kernel = nh.make_kernel(kind, np.sqrt(d) * np.linspace(0.8, 1.6, d))
-    return kernel, X, Z, U
-
-
-def reference(kernel, X, Z, U):
-    """``K^T K`` and ``K^T U`` in float64 from the float32 kernel values."""
-    ell = kernel.lengthscale_array(X.shape[1])
-    K = _reference.kernel_matrix(kernel, X, Z, ell, np).astype(np.float64)
-    return K.T @ K, K.T @ U.astype(np.float64)
-
-
-def rel(a, b):
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+    """As test_cuda_gram16's, with sizes that are no multiple of the padding (16)."""
+    return _problem(kind, d, n=n, m=m, k=k, seed=seed)
 
 
 # ------------------------------------------------------------------ the digits
@@ -137,30 +123,14 @@ def test_gram_matrix_dispatches_by_the_setting(monkeypatch):
 
 
 # ------------------------------------------- the GPU control flow and the cuBLAS call
-class _HostArray:
-    """A NumPy array seen through the attributes the cuBLAS call uses."""
-
-    def __init__(self, a):
-        self.a = a
-        self.shape, self.dtype, self.flags = a.shape, a.dtype, a.flags
-        self.data = type("Memory", (), {"ptr": a.ctypes.data})()
-
-
 def _host_gemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
                   compute, algo):
     """cuBLAS GemmEx, column-major, int8 inputs, int32 output and scalars, on host memory."""
     import ctypes
 
-    from numpy.lib.stride_tricks import as_strided
-
     assert (Atype, Btype, Ctype, compute) == (3, 3, 10, 72)
     assert lda % 4 == 0 and ldb % 4 == 0 and ldc % 4 == 0 and m % 4 == 0 and k % 4 == 0
-
-    def view(ptr, dtype, rows, cols, ld):
-        dtype = np.dtype(dtype)
-        buf = np.ctypeslib.as_array((ctypes.c_char * (dtype.itemsize * (ld * (cols - 1) + rows))).from_address(ptr))
-        return as_strided(buf.view(dtype), shape=(rows, cols), strides=(dtype.itemsize, ld * dtype.itemsize))
-
+    view = column_major
     ar, ac = (m, k) if transa == 0 else (k, m)
     br, bc = (k, n) if transb == 0 else (n, k)
     assert lda >= ar and ldb >= br and ldc >= m

@@ -71,7 +71,7 @@ import numpy as np
 
 from .._config import block_rows
 from ..backend import is_cupy_namespace
-from . import _operand, _prepare, _reference
+from . import _cublas, _operand, _prepare, _reference
 
 __all__ = ["BLOCK_ROWS", "PAD", "BASE0", "BASE", "split_digits", "join_digits", "digit_products",
            "add_digit_products", "gram_matrix8"]
@@ -159,7 +159,6 @@ def _igemm_tn(A, B, C, rows):
     sum, the layout of integer tensor-core products.  Compute type
     ``CUBLAS_COMPUTE_32I``, host scalars ``alpha = 1``, ``beta = 0`` in int32.
     """
-    import cupy
     from cupy_backends.cuda.libs import cublas
 
     na, ld = A.shape
@@ -168,19 +167,11 @@ def _igemm_tn(A, B, C, rows):
                                                        and C.flags.c_contiguous):
         raise ValueError("integer products need C-contiguous operands of matching shapes")
     one, zero = np.ones(1, np.int32), np.zeros(1, np.int32)
-    handle = cupy.cuda.device.get_cublas_handle()
-    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
-    mode = cublas.getPointerMode(handle)
-    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-    try:
-        cublas.gemmEx(
-            handle, cublas.CUBLAS_OP_T, cublas.CUBLAS_OP_N, na, nb, int(rows),
-            one.ctypes.data, A.data.ptr, _CUDA_R_8I, ld, B.data.ptr, _CUDA_R_8I, ld,
-            zero.ctypes.data, C.data.ptr, _CUDA_R_32I, na,
-            cublas.CUBLAS_COMPUTE_32I, _GEMM_DEFAULT,
-        )
-    finally:
-        cublas.setPointerMode(handle, mode)
+    _cublas.call(
+        "gemmEx", cublas.CUBLAS_OP_T, cublas.CUBLAS_OP_N, na, nb, int(rows),
+        one.ctypes.data, A.data.ptr, _CUDA_R_8I, ld, B.data.ptr, _CUDA_R_8I, ld,
+        zero.ctypes.data, C.data.ptr, _CUDA_R_32I, na, cublas.CUBLAS_COMPUTE_32I, _GEMM_DEFAULT,
+    )
     return C
 
 
