@@ -141,3 +141,15 @@ def test_tune_with_constant_mean_on_dask_matches_one_process(client, problem):
     assert _rel(pred, ref.model.predict(X[300:])) <= 1e-8
     # the tracked training error is that of the model with the intercept, fitted at the recorded point
     assert np.all(np.isfinite(res.history.train_error))
+
+
+def test_hyperopt_krr_with_constant_mean_on_dask(client, problem):
+    X, y, _ = problem
+    kw = dict(objective="stoch-prop", centers=15, epochs=2, random_state=1, progress=False, solver="falkon",
+              objective_options=dict(n_probes=4, tol=1e-10, maxiter=400, mean="constant"))
+    ref = nh.HyperoptKRR(**kw).fit(X, y)
+    est = nh.HyperoptKRR(**kw).fit(*_dask(X, y, 3))
+    assert _rel(est.history_.objective, ref.history_.objective) <= 1e-7
+    assert _rel(est.intercept_, ref.intercept_) <= 1e-6 and abs(float(np.ravel(ref.intercept_)[0]) - y.mean()) < 1.0
+    pred = est.predict(da.from_array(X, chunks=(100, D)))
+    assert _rel(pred.compute(), ref.predict(X)) <= 1e-6
