@@ -310,6 +310,13 @@ def _float(value):
         return math.nan
 
 
+def default_mean(objective):
+    """The default ``mean`` of an objective (``"constant"`` or ``"zero"``)."""
+    from nyhopt.objectives import _lookup
+
+    return _lookup(objective).default_mean
+
+
 def targets(stats, datasets):
     """Ratios of mean test errors behind the quality targets, per dataset, and a verdict.
 
@@ -317,11 +324,14 @@ def targets(stats, datasets):
     objective`` (at most 1.02 everywhere) and ``validated / gpytorch`` (at most 1.03 on at
     least 80% of the datasets).  NaN where a method is missing.  ``gpytorch``
     is GPyTorch with ``ConstantMean`` (``gpytorch:constant``) where those rows
-    exist.
+    exist; an objective without its own column is its default mean's column
+    (``<objective>:<mean>``).
     """
     def mean(name, method):
         if method == "gpytorch" and (name, "gpytorch:constant") in stats:
             method = "gpytorch:constant"
+        if method in OBJECTIVES and (name, method) not in stats:  # the mean table: the default mean's column
+            method = f"{method}:{default_mean(method)}"
         return stats.get((name, method), (math.nan,))[0]
 
     lines = []
