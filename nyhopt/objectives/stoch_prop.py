@@ -235,7 +235,7 @@ class StochasticProp(Objective):
         iterations.  The iterates are the same up to rounding.
     mean : {"zero", "constant"}, default "zero"
         (The default by the quality table of ``docs/experiments.md``, "A
-        constant mean: with and without": the constant was better on 4 of
+        constant mean: with and without": the constant was better on 5 of
         8 datasets, 0.05-0.2% worse on 3.)
         ``"constant"``: an unpenalized constant per output, profiled at every
         evaluation from one more right-hand side (a column of ones) in the
