@@ -33,6 +33,12 @@ same split, standardization and initial point)::
     /tmp/gpyt/bin/python examples/gpytorch_sgpr_baseline.py /tmp/nyhopt_quality
     python examples/quality_table.py --gpytorch-csv /tmp/nyhopt_quality/gpytorch.csv
 
+The constant-mean comparison (``--stem quality_mean``) merges GPyTorch with
+``ConstantMean`` and ``ZeroMean`` as two columns (``gpytorch_sgpr_baseline.py
+--mean constant --csv gp_c.csv``, then ``--gpytorch-csv gp_c.csv
+--gpytorch-method gpytorch:constant``, and likewise ``gpytorch:zero``); its
+targets compare with ``gpytorch:constant``.
+
 Raw rows (one per dataset, seed and method) are kept in
 ``quality_vs_gpytorch.csv``; a rerun replaces the rows of the runs it repeats
 and keeps the others, so single columns can be rerun (``--methods sgpr``).
@@ -64,6 +70,8 @@ METHODS = OBJECTIVES + ["sgpr-noamp", "validated"]
 MEANS = ("zero", "constant")
 MEAN_METHODS = [f"{o}:{m}" for o in OBJECTIVES for m in MEANS]
 ALL_METHODS = METHODS + MEAN_METHODS
+#: Names of GPyTorch rows (``--gpytorch-method``): ``gpytorch`` as the script was run, or its prior mean named.
+GPYTORCH_METHODS = ["gpytorch", "gpytorch:zero", "gpytorch:constant"]
 COLUMNS = ["dataset", "seed", "method", "test_error", "metric", "nlpd", "coverage", "seconds", "epochs",
            "n_train", "centers", "penalty", "amplitude", "chosen", "status"]
 STEM = "quality_vs_gpytorch"
@@ -94,7 +102,11 @@ def parse_args(argv=None):
                              "comparison: --methods means --stem quality_mean)")
     parser.add_argument("--gpytorch-csv", type=Path, default=None,
                         help="CSV written by gpytorch_sgpr_baseline.py; its rows replace the "
-                             "gpytorch rows")
+                             "rows of --gpytorch-method")
+    parser.add_argument("--gpytorch-method", choices=GPYTORCH_METHODS, default="gpytorch",
+                        help="method name of the merged GPyTorch rows (default gpytorch; gpytorch:zero / "
+                             "gpytorch:constant name the script's --mean); the targets compare with "
+                             "gpytorch:constant when present, else gpytorch")
     args = parser.parse_args(argv)
     quick = args.quick
     args.datasets = args.datasets or (["mg", "svmguide1"] if quick else available_datasets())
@@ -230,7 +242,7 @@ def _key(row):
 def sorted_rows(rows):
     """Rows in table order: dataset, seed, method."""
     order = available_datasets()
-    methods = ALL_METHODS + ["gpytorch"]
+    methods = ALL_METHODS + GPYTORCH_METHODS
     return sorted(rows.values(), key=lambda r: (
         order.index(r["dataset"]) if r["dataset"] in order else len(order), r["dataset"],
         int(r["seed"]), methods.index(r["method"]) if r["method"] in methods else len(methods)))
@@ -243,12 +255,12 @@ def load_rows(path: Path):
     return {_key(r): r for r in common.read_csv(path)}
 
 
-def merge_gpytorch(rows, path: Path):
-    """Replace the gpytorch rows of ``rows`` by those of the GPyTorch script's CSV."""
-    for key in [k for k in rows if k[2] == "gpytorch"]:
+def merge_gpytorch(rows, path: Path, method="gpytorch"):
+    """Replace the ``method`` rows of ``rows`` by those of the GPyTorch script's CSV."""
+    for key in [k for k in rows if k[2] == method]:
         del rows[key]
     for row in common.read_csv(path):
-        row = dict(row, method="gpytorch")
+        row = dict(row, method=method)
         rows[_key(row)] = row
 
 
@@ -257,7 +269,7 @@ def summarize(rows):
     order = available_datasets()
     datasets = sorted({r["dataset"] for r in rows},
                       key=lambda d: (order.index(d) if d in order else len(order), d))
-    methods = [m for m in ALL_METHODS + ["gpytorch"] if any(r["method"] == m for r in rows)]
+    methods = [m for m in ALL_METHODS + GPYTORCH_METHODS if any(r["method"] == m for r in rows)]
     errors, seconds, stats = [], [], {}
     bars = {"nlpd": [], "coverage": []}
     for name in datasets:
@@ -298,14 +310,28 @@ def _float(value):
         return math.nan
 
 
+def default_mean(objective):
+    """The default ``mean`` of an objective (``"constant"`` or ``"zero"``)."""
+    from nyhopt.objectives import _lookup
+
+    return _lookup(objective).default_mean
+
+
 def targets(stats, datasets):
     """Ratios of mean test errors behind the quality targets, per dataset, and a verdict.
 
     ``sgpr / gpytorch`` (target: at most 1.03 everywhere), ``validated / best single
     objective`` (at most 1.02 everywhere) and ``validated / gpytorch`` (at most 1.03 on at
-    least 80% of the datasets).  NaN where a method is missing.
+    least 80% of the datasets).  NaN where a method is missing.  ``gpytorch``
+    is GPyTorch with ``ConstantMean`` (``gpytorch:constant``) where those rows
+    exist; an objective without its own column is its default mean's column
+    (``<objective>:<mean>``).
     """
     def mean(name, method):
+        if method == "gpytorch" and (name, "gpytorch:constant") in stats:
+            method = "gpytorch:constant"
+        if method in OBJECTIVES and (name, method) not in stats:  # the mean table: the default mean's column
+            method = f"{method}:{default_mean(method)}"
         return stats.get((name, method), (math.nan,))[0]
 
     lines = []
@@ -338,8 +364,9 @@ def bar_targets(stats, datasets):
     NLPD within 0.05 nats of GPyTorch's on at least 6 of 8 datasets."""
     lines, cov_ok, nlpd_ok, nlpd_n = [], 0, 0, 0
     for name in datasets:
+        gp = "gpytorch:constant" if (name, "gpytorch:constant", "nlpd") in stats else "gpytorch"
         cov = stats.get((name, "sgpr", "coverage"), math.nan)
-        gap = stats.get((name, "sgpr", "nlpd"), math.nan) - stats.get((name, "gpytorch", "nlpd"), math.nan)
+        gap = stats.get((name, "sgpr", "nlpd"), math.nan) - stats.get((name, gp, "nlpd"), math.nan)
         cov_ok += abs(cov - 0.95) <= 0.04
         if not math.isnan(gap):
             nlpd_n += 1
@@ -358,6 +385,8 @@ def mean_lines(stats, datasets):
         for o in OBJECTIVES:
             z, c = stats.get((name, f"{o}:zero")), stats.get((name, f"{o}:constant"))
             line[o] = "-" if not z or not c or math.isnan(z[0]) or math.isnan(c[0]) else f"{c[0] / z[0]:.4f}"
+        z, c = stats.get((name, "gpytorch:zero")), stats.get((name, "gpytorch:constant"))
+        line["gpytorch"] = "-" if not z or not c or math.isnan(z[0]) or math.isnan(c[0]) else f"{c[0] / z[0]:.4f}"
         lines.append(line)
     return lines
 
@@ -369,13 +398,13 @@ def render(rows, out: Path, args):
         mean_text = ("\nConstant mean against zero mean (ratio of mean test errors, constant / zero; "
                      "below 1: the constant helps)\n\n"
                      + common.markdown_table(mean_lines(stats, [e["dataset"] for e in errors]),
-                                             ["dataset"] + OBJECTIVES))
+                                             ["dataset"] + OBJECTIVES + ["gpytorch"]))
     lines, summary = targets(stats, [e["dataset"] for e in errors])
     bar_lines, bar_summary = bar_targets(stats, [e["dataset"] for e in errors])
     columns = ["dataset", "sgpr / gpytorch", "best objective", "validated / best",
                "validated / gpytorch"]
     targets_text = ""
-    if any(m in METHODS + ["gpytorch"] for m in methods):
+    if any(m in METHODS + GPYTORCH_METHODS for m in methods):
         targets_text = ("\nTargets (ratios of mean test errors)\n\n"
                  + common.markdown_table([{c: f"{v:.4f}" if isinstance(v, float) else v for c, v in line.items()}
                                           for line in lines], columns) + "\n" + summary + "\n")
@@ -396,7 +425,8 @@ def render(rows, out: Path, args):
     notes = (f"m = {args.centers} centers, Adam lr {args.lr}, {args.epochs} steps, no early "
              "stopping; metric: RMSE on standardized labels (regression), sign error "
              "(classification), on the test split; validated: objective among "
-             f"{', '.join(VALIDATED)} chosen with validation={args.validation!r}. "
+             f"{', '.join(VALIDATED)} chosen with validation={args.validation!r}; gpytorch:zero / "
+             "gpytorch:constant: GPyTorch's SGPR with ZeroMean / ConstantMean (gpytorch: as merged). "
              "Missing methods were not run.")
     title = ("nyhopt objectives against GPyTorch SGPR" if targets_text
              else "nyhopt objectives with and without a constant mean")
@@ -415,7 +445,7 @@ def main(argv=None):
     for _ in run(args, rows):
         common.write_csv(sorted_rows(rows), COLUMNS, raw)  # after every run: survives a kill
     if args.gpytorch_csv is not None:
-        merge_gpytorch(rows, args.gpytorch_csv)
+        merge_gpytorch(rows, args.gpytorch_csv, args.gpytorch_method)
     common.write_csv(sorted_rows(rows), COLUMNS, raw)
     if rows:
         return render(sorted_rows(rows), out, args)

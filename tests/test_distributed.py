@@ -358,7 +358,7 @@ def test_stoch_prop_on_dask_bad_options(client, problem):
     for opts, match in (({"effective_dimension_estimator": "hutch++"}, "effective_dimension_estimator"),
                         ({"trace_estimator": "hutchinson"}, "trace_estimator"),
                         ({"kernel_cache": True}, "kernel_cache"),
-                        ({"mean": "constant"}, "mean"),
+                        ({"mean": "constant", "value_form": "plain"}, "value_form"),
                         ({"folds": 3}, "unknown option")):
         with pytest.raises(ValueError, match=match):
             nh.make_objective("stoch-prop", Xd, yd, **opts)

@@ -175,6 +175,38 @@ def test_quality_table_quick_export_merge_and_rerun(tmp_path):
     assert sorted(r["method"] for r in _rows(raw)) == ["gcv", "gpytorch", "sgpr"]
 
 
+def test_quality_table_two_gpytorch_columns(tmp_path):
+    """GPyTorch with ConstantMean and ZeroMean as two columns; the targets use ConstantMean."""
+    mod = _load("quality_table")
+    header = "dataset,seed,method,test_error,metric,seconds,epochs,n_train,centers,penalty,amplitude,status\n"
+    for method, err in (("gpytorch:constant", "0.4"), ("gpytorch:zero", "0.8")):
+        fake = tmp_path / f"{method.replace(':', '_')}.csv"
+        fake.write_text(header + f"mg,0,gpytorch,{err},rmse,1.0,2,150,8,0.01,1.0,ok\n")
+        mod.main(QUALITY_RUN + ["--out", str(tmp_path), "--methods", "none", "--stem", "q",
+                                "--gpytorch-csv", str(fake), "--gpytorch-method", method])
+    assert sorted(r["method"] for r in _rows(tmp_path / "q.csv")) == ["gpytorch:constant", "gpytorch:zero"]
+    stats = {("mg", "sgpr"): (0.44, 0.0, 1), ("mg", "gpytorch:constant"): (0.4, 0.0, 1),
+             ("mg", "gpytorch:zero"): (0.8, 0.0, 1)}
+    lines, _ = mod.targets(stats, ["mg"])
+    assert abs(lines[0]["sgpr / gpytorch"] - 1.1) < 1e-12
+    assert mod.mean_lines(stats, ["mg"])[0]["gpytorch"] == "0.5000"
+
+
+def test_early_stopping_quick(tmp_path):
+    mod = _load("early_stopping")
+    rows = mod.main(["--quick", "--quiet", "--out", str(tmp_path), "--epochs", "12", "--patience", "2",
+                     "--centers", "6"])
+    assert len(rows) == 1 and rows[0]["dataset"] == "mg"
+    assert rows[0]["classical_stop"] <= rows[0]["relative_stop"] <= 12  # the relative rule never stops earlier
+    assert 0.0 < rows[0]["relative_error"] < 1.5
+    md = (tmp_path / "early_stopping.md").read_text()
+    assert md.startswith("<!-- ") and "| mg | rmse |" in md
+    assert mod.main(["--quick", "--quiet", "--out", str(tmp_path), "--render"])[0]["dataset"] == "mg"
+    # the replay is the loop's rule: a stopped tune ends where stop_epoch says
+    assert mod.stop_epoch([3.0, 2.0, 2.5, 2.4, 2.6, 2.7], 2, 0.0) == 3
+    assert mod.stop_epoch([3.0, 2.0, 1.0, 0.5], 2, 0.0) == 3
+
+
 def test_quality_table_rejects_unknown_method():
     mod = _load("quality_table")
     with pytest.raises(SystemExit):

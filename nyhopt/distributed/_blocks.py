@@ -97,11 +97,12 @@ def block_with_probes(block, seed, t, kind, stream, start):
     return (X, xp.concatenate([R, Y], axis=1))
 
 
-def block_u_pass(block, shared, a, normal, plain):
-    """``u = K a`` of one block (kept on the worker) and the partial ``(K^T u, K^T W, W.u, u.u, r.r, W.W)``.
+def block_u_pass(block, shared, a, normal, plain, cross=False):
+    """``u = K a`` of one block (kept on the worker) and the partial ``(K^T u, K^T W, W.u, u.u, r.r, W.W, r^T r_last)``.
 
-    ``W`` are the block's targets (probes and ``Y``), ``r = W - u``; the
-    normal products only when ``normal``, ``W.W`` only when ``plain``.
+    ``W`` are the block's targets (probes and ``Y``, and the ones of a
+    constant mean), ``r = W - u``; the normal products only when ``normal``,
+    ``W.W`` only when ``plain``, ``r^T r[:, -1]`` only when ``cross``.
     """
     X, W, xp, kernel, Z = _local(block, shared)
     V = xp.asarray(a, dtype=X.dtype)
@@ -111,14 +112,19 @@ def block_u_pass(block, shared, a, normal, plain):
         KtKa, KtW = _host64(KtKa), _host64(KtW)
     else:
         u = ops.kmv(kernel, X, Z, V)
-    stats = tuple(None if s is None else _host64(s) for s in column_stats(W, u, xp, plain))
+    stats = tuple(None if s is None else _host64(s) for s in column_stats(W, u, xp, plain, cross))
     return (KtKa, KtW) + stats, u
 
 
 def block_adjoint(block, shared, beta, a, wrt, u):
-    """Partial ``(d/d ell, d/d Z)`` of ``<P Q^T, K>`` on one block, ``P = 2 (W - u) diag(beta)``, ``Q = a``."""
+    """Partial ``(d/d ell, d/d Z)`` of ``<P Q^T, K>`` on one block, ``P = 2 (W - u) diag(beta)``, ``Q = a``.
+
+    A symmetric matrix ``beta`` (the constant mean's bilinear forms) gives ``P = 2 (W - u) beta``.
+    """
     X, W, xp, kernel, Z = _local(block, shared)
-    P = (2.0 * (W.astype(np.float64) - u.astype(np.float64))) * xp.asarray(beta)[None, :]
+    R2 = 2.0 * (W.astype(np.float64) - u.astype(np.float64))
+    beta = xp.asarray(beta)
+    P = R2 @ beta if beta.ndim == 2 else R2 * beta[None, :]
     kg = ops.adjoint_lowrank(kernel, X, Z, P.astype(X.dtype), xp.asarray(a, dtype=X.dtype), wrt=wrt)
     return (None if kg.lengthscale is None else _host64(kg.lengthscale),
             None if kg.centers is None else _host64(kg.centers))

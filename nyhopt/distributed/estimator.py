@@ -149,16 +149,29 @@ def _profile_intercept(data, kernel, Z, alpha, penalty):
     """``(alpha_c, c)`` from ``alpha`` of ``[Y | 1]`` (:func:`nyhopt._intercept.profile_intercept` on the blocks)."""
     p = alpha.shape[1] - 1
     s = data.reduce(_blocks.block_intercept_stats, data.broadcast((kernel, Z)), alpha)[0]  # R^T r_1
+    return intercept_from_stats(s[:p], float(s[p]), alpha[:, :p], alpha[:, p], kernel, Z, data.n, penalty)
+
+
+def intercept_from_stats(s_y, s_1, alpha_y, alpha_1, kernel, Z, n, penalty):
+    """``(alpha_c, c)`` of the ridge fit with an intercept, from the solves of ``Y`` and of the ones.
+
+    ``s_y`` (p,), ``s_1`` are :math:`r_y^Tr_1`, :math:`r_1^Tr_1` with
+    :math:`r = w - K\alpha_w` (one reduction of
+    :func:`~nyhopt.distributed._blocks.block_intercept_stats`); then
+    :math:`c = (s_y + n\lambda\,\alpha_y^TK_{mm}\alpha_1)/\gamma`,
+    :math:`\gamma = s_1 + n\lambda\,\alpha_1^TK_{mm}\alpha_1`, and
+    :math:`\alpha_c = \alpha_y - \alpha_1c^T`.
+    """
     Kmm = ops.kernel_matrix(kernel, Z).astype(np.float64)
     Kmm[np.arange(Kmm.shape[0]), np.arange(Kmm.shape[0])] += jitter(Z.dtype)
-    nl = data.n * float(penalty)
-    Ka1 = Kmm @ alpha[:, p]
-    gamma = float(s[p]) + nl * float(alpha[:, p] @ Ka1)
-    c = (s[:p] + nl * (alpha[:, :p].T @ Ka1)) / gamma
+    nl = n * float(penalty)
+    Ka1 = Kmm @ alpha_1
+    gamma = float(s_1) + nl * float(alpha_1 @ Ka1)
+    c = (np.asarray(s_y) + nl * (alpha_y.T @ Ka1)) / gamma
     if not (gamma > 0 and np.all(np.isfinite(c))):
         raise ValueError(f"the intercept is not determined (1^T (I - H) 1 = {gamma:.3g}); use a larger penalty "
                          "or fit_intercept=False")
-    return alpha[:, :p] - alpha[:, p:] @ c[None, :], c
+    return alpha_y - alpha_1[:, None] @ c[None, :], c
 
 
 def _predict_block(Xb, kernel, Z, alpha, mean, scale):  # mean: the intercept (None: f as it is)

@@ -516,7 +516,7 @@ class ShardedOperator:
         """Rows ``idx`` (sorted int64 host indices) of ``X``, gathered on the driver."""
         return self.data.rows(idx)
 
-    def fit_pass(self, a, W, normal, plain=False):
+    def fit_pass(self, a, W, normal, plain=False, cross=False):
         """:meth:`KernelOperator.fit_pass <nyhopt.ops.operator.KernelOperator.fit_pass>` on the workers.
 
         ``W`` is :data:`TARGETS`; ``u`` stays on the workers (a kept result
@@ -527,14 +527,17 @@ class ShardedOperator:
         a = np.asarray(a)
         from_gram = normal and self.gram is not None and self.gram_rhs is not None
         sums, u = self.data.reduce(_blocks.block_u_pass, self._shared, self.data.operand(a),
-                                   normal and not from_gram, plain, keep=True)
+                                   normal and not from_gram, plain, cross, keep=True)
         self.passes += 1
         if from_gram:
             sums = (self.gram @ a.astype(np.float64, copy=False), self.gram_rhs) + tuple(sums[2:])
         return FitPass(u, *sums)
 
     def residual_cotangent(self, W, fit, beta, a, extra=None):
-        """The cotangent ``P Q^T``, ``P = 2 (W - u) diag(beta)``, ``Q = a``, contracted on the workers."""
+        """The cotangent ``P Q^T``, ``P = 2 (W - u) diag(beta)``, ``Q = a``, contracted on the workers.
+
+        A symmetric matrix ``beta`` gives ``P = 2 (W - u) beta`` (the constant mean of ``stoch-prop``).
+        """
         if extra is not None:
             raise ValueError("the Hutchinson trace gap needs n-sized work on the driver; use trace_estimator='rows'")
         return ShardedCotangent(self, fit.u, np.asarray(beta), np.asarray(a))

@@ -31,7 +31,7 @@ from ..optim._targets import TargetEncoding
 from ..optim._setup import build_objective, initial_params
 from ._detect import is_dask_array, refuse_dask_objective
 from . import _blocks
-from .estimator import _predict_block
+from .estimator import _predict_block, intercept_from_stats
 from .falkon import falkon_solve_sharded
 from .sharded import ShardedData, _check_dask_matrix, _check_dask_targets, resolve_client
 
@@ -141,7 +141,10 @@ def setup_dask(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, r
     obj = build_objective(objective, X, enc, template, obj_seed, options)
     if track_errors is None:
         track_errors = X_val is not None
-    tracker = DaskErrorTracker(obj.data, X_val, y_val, enc, template, dtype) if track_errors else None
+    tracker = None
+    if track_errors:
+        tracker = DaskErrorTracker(obj.data, X_val, y_val, enc, template, dtype,
+                                   intercept=getattr(obj, "mean", "zero") == "constant")
     return DaskSetup(X, y, X_val, task, enc, params, template, obj, "falkon", tracker, client)
 
 
@@ -152,15 +155,20 @@ class DaskErrorTracker:
     iterations, as the single-process tracker) on the objective's persisted
     blocks, whose targets are ``[R | Y]``: the probe columns are solved too and
     ignored.  Errors are reductions over the workers' blocks (the training
-    error is one pass, run again like the others if a worker is lost).
+    error is one pass, run again like the others if a worker is lost).  With
+    ``intercept`` (an objective with ``mean="constant"``, targets
+    ``[R | Y | 1]``) the model is that of the fit with an intercept: one more
+    reduction gives the constant and the training error
+    :math:`\|r_y - c\,r_1\|^2` from the residuals of ``Y`` and of the ones.
     """
 
-    def __init__(self, data: ShardedData, X_val, y_val, enc, kernel, dtype):
+    def __init__(self, data: ShardedData, X_val, y_val, enc, kernel, dtype, intercept=False):
         self.data, self.X_val, self.y_val, self.enc = data, X_val, y_val, enc
-        self.kernel, self.dtype = kernel, dtype
+        self.kernel, self.dtype, self.intercept = kernel, dtype, bool(intercept)
 
-    def _rmse(self, X, y, alpha, kernel, Z):
-        args = (kernel, Z, alpha, self.enc.y_mean, self.enc.y_scale)
+    def _rmse(self, X, y, alpha, kernel, Z, c=0.0):
+        scale = np.asarray(self.enc.y_scale, dtype=np.float64)
+        args = (kernel, Z, alpha, np.asarray(self.enc.y_mean, dtype=np.float64) + scale * c, self.enc.y_scale)
         pred = X.map_blocks(_predict_block, *args, chunks=(X.chunks[0], (alpha.shape[1],)), dtype=self.dtype)
         Y = y[:, None] if y.ndim == 1 else y
         mse = ((pred.astype(np.float64) - Y.astype(np.float64)) ** 2).mean()
@@ -172,11 +180,21 @@ class DaskErrorTracker:
         Z = np.asarray(params.centers, dtype=self.dtype)
         res = falkon_solve_sharded(kernel, self.data, Z, params.penalty, tol=1e-7, maxiter=100, warn=False)
         p = self.enc.y_mean.shape[0]
-        alpha = res.alpha[:, -p:]  # the target columns (the probes come first)
-        sq = self.data.reduce(_blocks.block_sq_residuals, self.data.broadcast((kernel, Z)), alpha)[0]
+        shared = self.data.broadcast((kernel, Z))
+        c = 0.0
+        if self.intercept:  # [R | Y | 1]: the ones come last
+            alpha = res.alpha[:, -p - 1:]
+            s = self.data.reduce(_blocks.block_intercept_stats, shared, res.alpha)[0][-p - 1:]  # r_w^T r_1
+            sq = self.data.reduce(_blocks.block_sq_residuals, shared, alpha)[0][:p]  # r_y^T r_y
+            alpha, c = intercept_from_stats(s[:p], s[p], alpha[:, :p], alpha[:, p], kernel, Z, self.data.n,
+                                            params.penalty)
+            sq = sq - 2.0 * c * s[:p] + c * c * s[p]
+        else:
+            alpha = res.alpha[:, -p:]  # the target columns (the probes come first)
+            sq = self.data.reduce(_blocks.block_sq_residuals, shared, alpha)[0]
         scale2 = np.asarray(self.enc.y_scale, dtype=np.float64) ** 2
         train = math.sqrt(float(np.sum(sq * scale2)) / (self.data.n * p))
-        val = math.nan if self.X_val is None else self._rmse(self.X_val, self.y_val, alpha, kernel, Z)
+        val = math.nan if self.X_val is None else self._rmse(self.X_val, self.y_val, alpha, kernel, Z, c)
         return train, val
 
 

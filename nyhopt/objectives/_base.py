@@ -354,7 +354,10 @@ class Objective:
         The model's mean: ``"zero"`` (the targets as they are) or
         ``"constant"`` (an unpenalized constant per output, profiled in
         closed form at every evaluation, ``docs/objectives.md``, "A constant
-        mean"); default :attr:`default_mean` of the class.
+        mean"); default :attr:`default_mean` of the class: ``"constant"``
+        for ``sgpr`` (a GP's constant mean), ``"zero"`` for the others,
+        where the constant was worse on at least one dataset of the quality
+        table (``docs/experiments.md``, "A constant mean: with and without").
     noise_variance : float, default 1.0
         :math:`s^2`, the noise-variance estimate (labels standardized).
     random_state : int, numpy.random.Generator or None

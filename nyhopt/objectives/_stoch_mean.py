@@ -77,12 +77,15 @@ def _host(a):
     return np.asarray(a.get() if hasattr(a, "get") else a, dtype=np.float64)
 
 
-def profile_constant(W, u, b, c, weights, k, p, xp) -> ConstantMean:
-    """The constant from ``W = [V | Y | 1]`` (n, k + p + 1), ``u = K a``, whitened ``b``, ``c = n lam``."""
-    f64 = xp.float64
+def profile_constant(cross, b, c, weights, k, p, xp) -> ConstantMean:
+    """The constant from the fit pass of ``W = [V | Y | 1]`` (n, k + p + 1).
+
+    ``cross`` is :math:`R^TR_{:,-1}` with :math:`R = W - Ka` (the ``cross``
+    sums of :meth:`nyhopt.ops.operator.KernelOperator.fit_pass`, from any
+    placement of the data), ``b`` the whitened coefficients, ``c = n lam``.
+    """
     o = k + p
-    R = W.astype(f64, copy=False) - u.astype(f64, copy=False)
-    e = _host(R.T @ R[:, o] + c * (b.T @ b[:, o]))
+    e = _host(cross) + _host(c * (b.T @ b[:, o]))
     gamma = float(e[o])
     if not (gamma > 0.0 and math.isfinite(gamma)):
         raise IllConditionedError(f"stoch-prop: the constant mean is not determined (1^T (I - H) 1 ~ {gamma}); "

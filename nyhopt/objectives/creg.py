@@ -12,7 +12,9 @@ Gradient: :math:`d\\mathcal{L} = \\frac{1}{np}d\\|R\\|_F^2 + \\frac{2s^2}{n}dD`,
 with :math:`d\\|R\\|_F^2` as in :mod:`nyhopt.objectives.gcv` and :math:`dD` as
 in :mod:`nyhopt.objectives.prop`.
 
-Constant mean (``mean="constant"``): :math:`\\frac{1}{np}\\|R_c\\|_F^2 +
+Constant mean (``mean="constant"``, not the default: in the quality table of
+``docs/experiments.md``, "A constant mean: with and without", it was 1.7%
+worse on svmguide1): :math:`\\frac{1}{np}\\|R_c\\|_F^2 +
 \\frac{2s^2}{n}D_c` with :math:`R_c = (I-H_c)Y`, :math:`D_c = \\mathrm{Tr}\\,H_c
 = D + \\|v\\|^2/\\gamma`; the differentials as in :mod:`nyhopt.objectives.gcv`.
 """

@@ -37,7 +37,9 @@ and in factored form, with :math:`\\Psi = VUV^T` and :math:`X_1 = C^{-1}L^{-1}`:
 \\mathrm{Tr}(C^{-T}\\Psi C^{-1})` (since :math:`X_1L = C^{-1}`).  Cost: three more ``n x m x m`` products than
 :mod:`nyhopt.objectives.prop` (:math:`V`, :math:`\\Psi`, :math:`UV^TX_1`).
 
-Constant mean (``mean="constant"``).  The leave-one-out error of the smoother
+Constant mean (``mean="constant"``, not the default: in the quality table of
+``docs/experiments.md``, "A constant mean: with and without", it was 4.6%
+worse on svmguide1).  The leave-one-out error of the smoother
 with intercept :math:`H_c = H + vv^T/\\gamma`: residuals :math:`R_c =
 (I-H)\\tilde Y` and leverages :math:`h_c = h + v\\odot v/\\gamma`.  The
 gradient adds, to the two terms above (with :math:`u`, :math:`w` from

@@ -46,7 +46,9 @@ with a single ``n x m x m`` product, and contracted once with the kernel
 adjoint (see :mod:`nyhopt.objectives._exact`).  Cost
 :math:`O(nm^2 + m^3)`, memory two ``n x m`` arrays.
 
-Constant mean (``mean="constant"``).  With the smoother of ridge regression
+Constant mean (``mean="constant"``, not the default: in the quality table of
+``docs/experiments.md``, "A constant mean: with and without", it was 1.3%
+worse on higgs_small).  With the smoother of ridge regression
 with intercept, :math:`H_c = H + vv^T/\\gamma` (:math:`v = (I-H)1`,
 :math:`\\gamma = 1^Tv`), :math:`D` becomes :math:`D_c = D + \\|v\\|^2/\\gamma`
 and :math:`F` becomes :math:`F_c = \\mathrm{Tr}\\,\\tilde Y^T(I-H)\\tilde Y`,

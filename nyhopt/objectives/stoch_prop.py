@@ -235,12 +235,17 @@ class StochasticProp(Objective):
         cost model of :func:`nyhopt.ops.operator.gram_pays` with the same
         iterations.  The iterates are the same up to rounding.
     mean : {"zero", "constant"}, default "zero"
+        (The default by the quality table of ``docs/experiments.md``, "A
+        constant mean: with and without": the constant was better on 5 of
+        8 datasets, 0.05-0.2% worse on 3.)
         ``"constant"``: an unpenalized constant per output, profiled at every
         evaluation from one more right-hand side (a column of ones) in the
         same solve; the probes then estimate :math:`\operatorname{Tr} H_c`
         and the data fit is that of the centered targets
         (:mod:`nyhopt.objectives._stoch_mean`, ``docs/objectives.md``).
-        Needs ``value_form="energy"``; not available on dask arrays.
+        Needs ``value_form="energy"``.  On dask arrays the ones are
+        persisted with the rows and the products the constant needs come
+        from the fit pass (``fit_pass(..., cross=True)`` of either operator).
     noise_variance : float, default 1.0
         :math:`s^2`.
     random_state : int, Generator or None
@@ -394,8 +399,7 @@ class StochasticProp(Objective):
                       sketch_size, n_rows, tol, maxiter, warm_start, normalization, value_form, gradient,
                       kernel_cache, gram, mean, noise_variance, random_state):
         """The objective on data persisted on a cluster (``self.data``): probes drawn on the workers."""
-        if check_mean(mean, self.default_mean) != "zero":
-            raise ValueError(f"mean={mean!r} is not available on dask arrays yet; use mean='zero'")
+        mean = check_mean(mean, self.default_mean)
         for name, value, ok in (("effective_dimension_estimator", effective_dimension_estimator, "hutchinson"),
                                 ("trace_estimator", trace_estimator, "rows")):
             if value != ok:
@@ -407,7 +411,7 @@ class StochasticProp(Objective):
         data = self.data
         if data.p == 0:
             raise ValueError("y is None; stoch-prop needs targets")
-        from ..distributed._blocks import block_with_probes  # optional dependency: only with data on a cluster
+        from ..distributed._blocks import block_with_ones, block_with_probes  # optional: only with data on a cluster
         from ..distributed.sharded import TARGETS
         from ._trace import derive_seed as _seed
 
@@ -417,16 +421,22 @@ class StochasticProp(Objective):
         self.kernel = make_kernel(kernel)
         self.noise_variance = check_positive(noise_variance, "noise_variance")
         self.random_state = reject_bool(random_state, "random_state")
-        self.mean, self.last_intercept = "zero", None
+        self.mean, self.last_intercept = mean, None
         self._set_options(n_probes, probes, trace_estimator, effective_dimension_estimator, sketch_size,
                           n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, False, gram)
+        if self.mean == "constant" and self.value_form != "energy":
+            raise ValueError("mean='constant' needs value_form='energy' (the constant is profiled on the "
+                             "energy forms)")
         self.seed = _seed(random_state)
         t = self.n_probes
         self.data = data.derive(block_with_probes, self.seed, t, self.probe_kind, STREAM_PROBES,
                                 per_block=[(s,) for s in data.row_starts])
         data.release()
+        if self._n_ones:
+            with_probes, self.data = self.data, self.data.derive(block_with_ones)
+            with_probes.release()
         self.probes = TraceProbes(None, np.full(t, 1.0 / t), "hutchinson", 0)
-        self._W = TARGETS  # [R | Y], persisted with the rows
+        self._W = TARGETS  # [R | Y] ([R | Y | 1] with the constant), persisted with the rows
         self._G = None
         self._beta = None
         self._rows_cache = None
@@ -538,7 +548,7 @@ class StochasticProp(Objective):
 
     def _u_pass(self, kernel, Z, a, whitened, op):
         """The pass ``u = Knm a`` with its column sums (and ``Knm^T u``, ``Knm^T W`` if ``whitened``): ``op.fit_pass``."""
-        return op.fit_pass(a, self._W, whitened, self.value_form == "plain")
+        return op.fit_pass(a, self._W, whitened, self.value_form == "plain", cross=bool(self._n_ones))
 
     def _falkon(self, kernel, Z, lam, W, beta0, precond, rhs, op):
         """The Falkon solve with right-hand sides ``Knm^T W`` on the evaluation's operator."""
@@ -597,7 +607,7 @@ class StochasticProp(Objective):
             F = float(xp.sum(st.ww[k:])) - float(xp.sum(q[k:]))
         D = float(xp.sum(weights * q[:k]))
         if self._n_ones:
-            cm = profile_constant(self._W, st.u, b, c, weights, k, p, xp)
+            cm = profile_constant(st.cross, b, c, weights, k, p, xp)
             self.last_intercept = cm.c
             F, D = F - cm.fit_drop, D + cm.extra_dim
         T, tr = self._trace_gap(kernel, Z, rhs, weights, k)

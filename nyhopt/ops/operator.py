@@ -141,8 +141,11 @@ class FitPass(NamedTuple):
 
     ``u`` is ``K a`` (n x k, data dtype; on the workers for a sharded
     operator); ``KtKa``, ``KtW`` are :math:`K^T u`, :math:`K^T W` (m x k,
-    None unless ``normal``); ``wu``, ``uu``, ``rr``, ``ww`` are the float64
-    per-column sums of :func:`column_stats`.
+    None unless ``normal``); ``wu``, ``uu``, ``rr``, ``ww``, ``cross`` are
+    the float64 sums of :func:`column_stats` (``cross``: the products
+    :math:`(W - u)^T (W - u)_{:,-1}` of every residual column with the last
+    one, None unless asked; the constant mean of ``stoch-prop``, whose last
+    right-hand side is the column of ones).
     """
 
     u: object
@@ -152,6 +155,7 @@ class FitPass(NamedTuple):
     uu: object
     rr: object
     ww: object
+    cross: object = None
 
 
 class LowRankCotangent(NamedTuple):
@@ -171,15 +175,17 @@ class LowRankCotangent(NamedTuple):
         return adjoint_lowrank(kernel, self.X, Z, self.P, self.Q, wrt=wrt)
 
 
-def column_stats(W, u, xp, plain=False):
-    """Per-column float64 sums ``(W.u, u.u, (W-u).(W-u), W.W or None)`` of ``W`` and ``u = K a``.
+def column_stats(W, u, xp, plain=False, cross=False):
+    """Float64 sums ``(W.u, u.u, r.r, W.W or None, r^T r_last or None)`` of ``W`` and ``u = K a``.
 
-    ``W.W`` only when ``plain`` (the plain value form needs it, the energy form does not).
+    Per column, with ``r = W - u``; ``W.W`` only when ``plain`` (the plain
+    value form needs it, the energy form does not); with ``cross`` also the
+    products ``r^T r[:, -1]`` of every residual column with the last one.
     """
     W64, u64 = W.astype(xp.float64, copy=False), u.astype(xp.float64, copy=False)
     r = W64 - u64
     return (xp.sum(W64 * u64, axis=0), xp.sum(u64 * u64, axis=0), xp.sum(r * r, axis=0),
-            xp.sum(W64 * W64, axis=0) if plain else None)
+            xp.sum(W64 * W64, axis=0) if plain else None, r.T @ r[:, -1] if cross else None)
 
 
 def check_policy(value, name):
@@ -284,12 +290,13 @@ class KernelOperator:
         """Rows ``idx`` (sorted int64 host indices) of ``X``, on the driver."""
         return self.X[self.xp.asarray(idx)]
 
-    def fit_pass(self, a, W, normal, plain=False):
+    def fit_pass(self, a, W, normal, plain=False, cross=False):
         """The pass ``u = K a`` with :func:`column_stats` of ``(W, u)`` (a :class:`FitPass`).
 
         With ``normal`` it also gives :math:`K^T u` and :math:`K^T W` in the
         same pass; with the Gram matrix and ``K^T W`` from its pass,
-        :math:`K^T u = G a` needs no pass.
+        :math:`K^T u = G a` needs no pass.  ``plain``, ``cross``: the optional
+        sums of :func:`column_stats`.
         """
         xp = self.xp
         a_dt = a.astype(self.X.dtype, copy=False)
@@ -300,7 +307,7 @@ class KernelOperator:
             KtKa, KtW, u = self.normal_matvec(a_dt, W, kv=True)
         else:
             u = self.kmv(a_dt)
-        return FitPass(u, KtKa, KtW, *column_stats(W, u, xp, plain))
+        return FitPass(u, KtKa, KtW, *column_stats(W, u, xp, plain, cross))
 
     def residual_cotangent(self, W, fit, beta, a, extra=None):
         """Cotangent ``P Q^T`` on :math:`K`: ``P = 2 (W - u) diag(beta)``, ``Q = a`` (``u`` of ``fit``).
