@@ -31,7 +31,9 @@ import numpy as np
 from .._blas import gemm_update
 from .._parallel import map_ranges, min_rows
 from ._grad import KernelGrad
-from ._numba import _LOOP, _adjoint_dense, _check_wrt, _setup, adjoint_dense
+from ._numba import _check_wrt, _setup, adjoint_dense
+from ._numba_base import _LOOP
+from ._numba_loops import _adjoint_dense
 from . import _reference
 
 __all__ = ["FACTORED_BLOCK", "adjoint_factored", "factored_matrix"]
