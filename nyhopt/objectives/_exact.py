@@ -221,8 +221,8 @@ def kernel_reused(kernel, xp) -> bool:
             and ops.CPU_IMPL["adjoint_dense"] == "numba")
 
 
-def solve_lower_copy(L, B, xp):
-    """``L^{-1} B`` into a new array, ``B`` (m, n) kept.
+def solve_lower_copy(L, B, xp, out=None):
+    """``L^{-1} B`` into a new array (or into ``out``, C-contiguous like ``B``), ``B`` (m, n) kept.
 
     On the CPU each column range of the worker pool copies its columns and
     solves them in place: the same ranges and calls as
@@ -230,7 +230,8 @@ def solve_lower_copy(L, B, xp):
     """
     if is_cupy_namespace(xp) or not B.flags.c_contiguous:
         return tri_solve(L, B, xp)
-    out = np.empty_like(B)
+    if out is None:
+        out = np.empty_like(B)
     Lc = L.astype(B.dtype, copy=False)
 
     def part(lo, hi):
@@ -241,7 +242,7 @@ def solve_lower_copy(L, B, xp):
     return out
 
 
-def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False):
+def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False, workspace=None):
     """Factorize :math:`B = K^T K + n\\lambda(K_{mm} + \\epsilon I)` for the rows ``X``.
 
     Parameters
@@ -257,6 +258,10 @@ def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False):
         Keep :math:`K^T = k(Z, X)` in :attr:`Factors.KT` when the gradient
         reads it (:func:`kernel_reused`): one more ``n x m`` array, one
         kernel evaluation fewer.  Pass the evaluation's ``need_grad``.
+    workspace : Workspace, optional
+        Where the ``n x m`` arrays (:math:`K^T`, :math:`A`) come from on the
+        CPU (:mod:`nyhopt.objectives._workspace`): the arrays of the previous
+        evaluation when free, so their pages are not mapped again.
 
     Returns
     -------
@@ -265,9 +270,13 @@ def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False):
     n = X.shape[0]
     if L is None:
         L = kmm_factor(kernel, Z, xp)
-    KT = kernel_matrix(kernel, Z, X)  # K^T = k(Z, X) (m, n), C-contiguous and ours
-    if keep_kernel and kernel_reused(kernel, xp):
-        A = solve_lower_copy(L, KT, xp)
+    keep = keep_kernel and kernel_reused(kernel, xp)
+    m = Z.shape[0]
+    ws = None if is_cupy_namespace(xp) else workspace
+    # K^T = k(Z, X) (m, n), C-contiguous and ours; without keep it becomes A
+    KT = kernel_matrix(kernel, Z, X, out=None if ws is None else ws.empty("KT" if keep else "A", (m, n), X.dtype))
+    if keep:
+        A = solve_lower_copy(L, KT, xp, out=None if ws is None else ws.empty("A", (m, n), X.dtype))
     else:
         A, KT = solve_lower_inplace(L, KT, xp), None  # overwritten by A = L^{-1} K^T
     S = gram(A, xp)
