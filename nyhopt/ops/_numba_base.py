@@ -8,14 +8,15 @@ Shared by :mod:`nyhopt.ops._numba_rows` (row helpers),
 Numba's ``exp`` is a scalar libm call on this platform (no SVML), which stops
 LLVM from vectorizing the loops.  :func:`_exp` is therefore a small
 branch-free ``exp`` (Cody-Waite reduction by ``ln 2``, degree-13 Taylor
-polynomial on ``|r| <= ln(2)/2``, exponent built by a bit cast) that LLVM
-vectorizes; its error is within 1 ulp of ``numpy.exp`` for the arguments the
-kernels use (``x <= 0``), and it returns 0 below ``-708`` where ``numpy.exp``
+polynomial on ``|r| <= ln(2)/2`` in fused multiply-adds, exponent built by
+integer operations on bit casts) that LLVM vectorizes, AVX2 included; its
+error is within 1 ulp of ``numpy.exp`` for the arguments the kernels use (``x <= 0``), and it returns 0 below ``-708`` where ``numpy.exp``
 returns subnormals smaller than ``3.3e-308``.
 """
 from __future__ import annotations
 
 import math
+import os
 import types as pytypes
 
 import numba
@@ -30,13 +31,57 @@ __all__ = ["KIND_CODES", "DISK_CACHE"]
 KIND_CODES = {"gaussian": 0, "laplacian": 1, "matern32": 2, "matern52": 3}
 
 # 'reassoc' lets LLVM vectorize the reductions over centers, 'contract' fuses
-# multiply-adds.  _exp sets fastmath=False *explicitly*: Numba passes a
-# caller's fast-math flags on to callees that leave the option unset, and a
-# reassociated range reduction loses ~7 bits near exp(-700).  (LLVM keeps
+# multiply-adds.  _exp sets its flags *explicitly* to 'contract' alone: Numba
+# passes a caller's fast-math flags on to callees that leave the option unset,
+# and a reassociated range reduction loses ~7 bits near exp(-700); fused
+# multiply-adds only round less (t * ln2_hi is exact anyway).  (LLVM keeps
 # fast-math flags per instruction, so inlining does not mix them.)
 _LOOP = dict(cache=True, nogil=True, error_model="numpy", fastmath={"contract", "reassoc", "nsz"})
 _PAR = dict(_LOOP, parallel=True)
-_EXACT = dict(cache=True, nogil=True, error_model="numpy", fastmath=False)
+_EXACT = dict(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
+
+
+#: The modules whose compiled loops call each other: the on-disk cache of each is keyed by all of them.
+CACHE_SOURCES = ("_numba_base.py", "_numba_rows.py", "_numba_loops.py", "_numba.py", "_factored.py")
+
+
+def _install_joint_stamp():
+    """Key the on-disk cache of the :data:`CACHE_SOURCES` loops by the contents of all of them.
+
+    Numba checks only the file that defines a function before loading its
+    compiled code, so an edit of a helper in another file (``_exp`` here)
+    would leave the cached loops that inline it stale.  Each of Numba's
+    file-backed cache locators is replaced by a subclass that, for these
+    files only, stamps the cache with the hashes of all of them.  Without
+    these Numba internals (another Numba version) nothing is changed.
+    """
+    try:
+        from numba.core import caching
+
+        impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
+        hash_file = caching._hash_source_file
+        bases = (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)
+    except (ImportError, AttributeError):  # pragma: no cover - another Numba
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = tuple(os.path.join(here, f) for f in CACHE_SOURCES)
+
+    def stamp():
+        return tuple(hash_file(p, os.stat(p).st_mtime, os.stat(p).st_size) for p in paths if os.path.exists(p))
+
+    def joint(base):
+        if getattr(base, "_nyhopt_joint", False):
+            return base
+        return type(base.__name__, (base,), {
+            "_nyhopt_joint": True, "__module__": __name__,
+            "get_source_stamp": lambda self: (stamp() if os.path.abspath(self._py_file) in paths
+                                              else base.get_source_stamp(self)),
+        })
+
+    impl._locator_classes = [joint(c) if c in bases else c for c in impl._locator_classes]
+
+
+_install_joint_stamp()
 
 
 def _disk_cache_works() -> bool:
@@ -78,10 +123,25 @@ def _int64_bits_as_float64(typingctx, bits):
     return sig, codegen
 
 
+@intrinsic
+def _float64_bits_as_int64(typingctx, x):
+    """Reinterpret the bits of a float64 as an int64 (a vectorizable no-op)."""
+    sig = types.int64(types.float64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return sig, codegen
+
+
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01  # ln 2 split so that t * _LN2_HI is exact
 _LN2_LO = 1.90821492927058770002e-10
 _UNDERFLOW = -708.0  # below: result < 3.3e-308, returned as 0
+# t + 1.5 * 2**52 holds the integer t (|t| < 2**51) in its low mantissa bits: the float -> int
+# conversion without cvttsd2si, which AVX2 has no vector form of (it stopped vectorization there)
+_ROUND = 6755399441055744.0
+_ROUND_BITS = int(np.float64(_ROUND).view(np.int64))
 
 
 @numba.njit(**_EXACT)
@@ -104,7 +164,8 @@ def _exp(x):
     p = p * r + 0.5
     p = p * r + 1.0
     p = p * r + 1.0
-    e = p * _int64_bits_as_float64((np.int64(t) + 1023) << 52)
+    ti = _float64_bits_as_int64(t + _ROUND) - _ROUND_BITS  # == int(t)
+    e = p * _int64_bits_as_float64((ti + 1023) << 52)
     return e if x >= _UNDERFLOW else 0.0
 
 
