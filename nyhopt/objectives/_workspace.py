@@ -14,7 +14,8 @@ slice, a transpose or an unfinished evaluation in another thread counts),
 otherwise a new array is made.  The arrays never reach the user: values
 are floats and gradients are computed into arrays of their own.  Arrays
 larger than the memory budget (:func:`nyhopt.get_memory_budget`) are not
-kept.  A pickled or copied objective starts with an empty workspace.
+kept.  A copied or pickled workspace is empty; objectives sharing one (a
+shallow copy) take only its free arrays.
 """
 from __future__ import annotations
 
