@@ -273,12 +273,17 @@ def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False, workspace=No
     keep = keep_kernel and kernel_reused(kernel, xp)
     m = Z.shape[0]
     ws = None if is_cupy_namespace(xp) else workspace
-    # K^T = k(Z, X) (m, n), C-contiguous and ours; without keep it becomes A
-    KT = kernel_matrix(kernel, Z, X, out=None if ws is None else ws.empty("KT" if keep else "A", (m, n), X.dtype))
-    if keep:
-        A = solve_lower_copy(L, KT, xp, out=None if ws is None else ws.empty("A", (m, n), X.dtype))
-    else:
-        A, KT = solve_lower_inplace(L, KT, xp), None  # overwritten by A = L^{-1} K^T
+    # K^T = k(Z, X) (m, n), C-contiguous and ours
+    if keep and ws is not None:  # the kernel loop also writes the copy that becomes A: K^T is not read back
+        A = ws.empty("A", (m, n), X.dtype)
+        KT = kernel_matrix(kernel, Z, X, out=ws.empty("KT", (m, n), X.dtype), copy=A)
+        A = solve_lower_inplace(L, A, xp)
+    elif keep:
+        KT = kernel_matrix(kernel, Z, X)
+        A = solve_lower_copy(L, KT, xp)
+    else:  # overwritten by A = L^{-1} K^T
+        KT = kernel_matrix(kernel, Z, X, out=None if ws is None else ws.empty("A", (m, n), X.dtype))
+        A, KT = solve_lower_inplace(L, KT, xp), None
     S = gram(A, xp)
     n_lam = float(n * penalty)
     M = S.copy()

@@ -143,24 +143,31 @@ def _t64(A):
     return np.ascontiguousarray(np.asarray(A, dtype=np.float64).T)
 
 
-def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False, out=None):
+def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False, out=None, copy=None):
     """Dense ``k(X, Z)`` (n, m) in the dtype of ``X`` (written into ``out`` when given).
 
     Distances come from coordinate differences, so ``k(X, X)`` is exactly
     symmetric with a unit diagonal without further work (``symmetric`` is
-    accepted for signature compatibility).
+    accepted for signature compatibility).  ``copy`` (C-contiguous, like
+    the result) receives the same values in the same pass.
     """
     code, X, ell_full, Zt = _setup(kernel, X, Z, ell)
     if code is None:
         K = _reference.kernel_matrix(kernel, X, Z, ell, xp, symmetric=symmetric)
+        if copy is not None:
+            copy[...] = K
         if out is None:
             return K
         out[...] = K
         return out
     if out is None or not out.flags.c_contiguous:
         out = np.empty((X.shape[0], Zt.shape[1]), dtype=X.dtype)
+    if copy is None:
+        copy = np.empty((0, Zt.shape[1]), dtype=X.dtype)
+    elif copy.shape != out.shape or copy.dtype != out.dtype or not copy.flags.c_contiguous:
+        raise ValueError(f"copy must be C-contiguous, of shape {out.shape} and dtype {out.dtype}")
     nch = _n_chunks(X.shape[0], Zt.shape[1])
-    _chunked(_kernel_matrix, out.size, code, X, ell_full, Zt, out, nch)
+    _chunked(_kernel_matrix, out.size, code, X, ell_full, Zt, out, copy, nch)
     return out
 
 

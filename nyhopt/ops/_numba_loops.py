@@ -18,16 +18,23 @@ __all__: list = []
 
 
 @_ChunkLoop
-def _kernel_matrix(kind, X, ell, Zt, out, nch, c0, c1):
+def _kernel_matrix(kind, X, ell, Zt, out, out2, nch, c0, c1):
+    """``out = k(X, Z)``, and ``out2`` the same when it has rows (a copy without reading ``out`` back)."""
     n, m = X.shape[0], Zt.shape[1]
+    two = out2.shape[0] > 0
     for c in prange(c0, c1):
         lo, hi = _chunk(c, nch, n)
         s = np.empty(m)
         for i in range(lo, hi):
             _sqdist_row(X, i, ell, Zt, s)
             _profile_row(kind, s)
-            for j in range(m):
-                out[i, j] = s[j]
+            if two:
+                for j in range(m):
+                    out[i, j] = s[j]
+                    out2[i, j] = s[j]
+            else:
+                for j in range(m):
+                    out[i, j] = s[j]
 
 
 @_ChunkLoop
