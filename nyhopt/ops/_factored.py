@@ -40,11 +40,12 @@ __all__ = ["FACTORED_BLOCK", "adjoint_factored", "factored_matrix"]
 
 
 @numba.njit(**_LOOP)
-def _gaussian_columns(Zs, Xs, KT, GT, lo, az, ae, w, Pt, Q):
+def _gaussian_columns(Zs, Xs, KT, GT, use_g, lo, az, ae, w, Pt, Q):
     """Adjoint sums of the columns ``lo : lo + b`` of a Gaussian ``k(Z, X)`` (centers as rows).
 
-    ``GT`` (m, b) holds the block of the products part of :math:`G^T`, to
-    which the thin part :math:`(PQ^T)^T` is added here (``Pt`` (r, n) is
+    ``GT`` (m, b) holds the block of the products part of :math:`G^T` (read
+    when ``use_g``, else taken as zero), to which the thin part
+    :math:`(PQ^T)^T` is added here (``Pt`` (r, n) is
     :math:`P^T`, ``Q`` (m, r); ``r = 0`` for none), ``KT`` the whole kernel
     matrix ``k(Z, X)`` (m, n), ``Zs`` the scaled centers (m, d) and ``Xs``
     the scaled rows transposed (d, n).  With :math:`W_{ij} = -\\tfrac12
@@ -60,8 +61,12 @@ def _gaussian_columns(Zs, Xs, KT, GT, lo, az, ae, w, Pt, Q):
         nj = min(4, m - j)
         for r in range(4):
             if r < nj:
-                for i in range(b):
-                    w[r, i] = GT[j + r, i]
+                if use_g:
+                    for i in range(b):
+                        w[r, i] = GT[j + r, i]
+                else:
+                    for i in range(b):
+                        w[r, i] = 0.0
                 for q in range(nq):
                     qv = np.float64(Q[j + r, q])
                     for i in range(b):
@@ -211,9 +216,7 @@ def adjoint_factored(kernel, X, Z, products, P, Q, ell, xp, wrt=("lengthscale", 
             if transposed:
                 if products:
                     _factored_block(products, None, None, s, e, G, t, True)
-                else:
-                    G[...] = 0
-                _gaussian_columns(Zs, Xs, KT, G, s, az, ae, w, Pt, Qg)
+                _gaussian_columns(Zs, Xs, KT, G, bool(products), s, az, ae, w, Pt, Qg)
             else:
                 _factored_block(products, P, Qc, s, e, G, t, False)
                 _adjoint_dense.plain(code, Xc[s:e], ell_full, Zt, G, az, ae, gx, need_z, False, 1, 0, 1)
