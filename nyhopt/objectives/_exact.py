@@ -30,6 +30,12 @@ a value, :math:`K^T` is overwritten by :math:`A`; for a gradient with the
 Gaussian kernel :math:`K^T` is kept (:attr:`Factors.KT`, read by the
 adjoint instead of evaluating the kernel again), so two ``n x m`` arrays
 exist (:math:`A` and :math:`K^T`; on the GPU :math:`A` and :math:`G_{nm}`).
+On the CPU they come from the objective's
+:class:`~nyhopt.objectives._workspace.Workspace` (``factorize(...,
+workspace=)``): the arrays of the previous evaluation, when nothing holds
+them any more, so that their pages are not mapped and zeroed again; with
+the Gaussian kernel one pass of the kernel loop writes both :math:`K^T` and
+the copy that the triangular solve turns into :math:`A`.
 
 Precision: ``n x m`` arrays keep the data dtype; everything ``m x m``
 (:math:`L`, :math:`S`, :math:`C`, :math:`W`, :math:`G_{mm}`) and all
