@@ -67,10 +67,17 @@ def _gaussian_columns(Zs, Xs, KT, GT, use_g, lo, az, ae, w, Pt, Q):
                 else:
                     for i in range(b):
                         w[r, i] = 0.0
-                for q in range(nq):
+                q0 = nq % 4  # the odd columns one at a time, then four per pass over the row
+                for q in range(q0):
                     qv = np.float64(Q[j + r, q])
                     for i in range(b):
                         w[r, i] += qv * Pt[q, lo + i]
+                for q in range(q0, nq, 4):
+                    qa, qb = np.float64(Q[j + r, q]), np.float64(Q[j + r, q + 1])
+                    qc, qd = np.float64(Q[j + r, q + 2]), np.float64(Q[j + r, q + 3])
+                    for i in range(b):
+                        w[r, i] += ((qa * Pt[q, lo + i] + qb * Pt[q + 1, lo + i])
+                                    + (qc * Pt[q + 2, lo + i] + qd * Pt[q + 3, lo + i]))
                 for i in range(b):
                     w[r, i] = (-0.5 * KT[j + r, lo + i]) * w[r, i]
             else:
