@@ -135,3 +135,47 @@ def test_numba_cache_is_keyed_by_all_loop_sources():
     assert len(stamps) == 1
     (stamp,) = stamps
     assert isinstance(stamp, tuple) and len(stamp) == len(_numba_base.CACHE_SOURCES)
+
+
+@pytest.mark.parametrize("impl", ["numba", "numpy"])
+@pytest.mark.parametrize("kernel", [nh.GaussianKernel(0.9), nh.MaternKernel(1.3, nu=1.5)])
+def test_kernel_matrix_out_and_copy(rng, impl, kernel):
+    from nyhopt import ops
+
+    X, Z = rng.normal(size=(300, 3)), rng.normal(size=(7, 3))
+    want = ops.kernel_matrix(kernel, Z, X)
+    saved = ops.CPU_IMPL["kernel_matrix"]
+    ops.set_cpu_impl("kernel_matrix", impl)
+    try:
+        out, copy_ = np.full((7, 300), np.nan), np.full((7, 300), np.nan)
+        got = ops.kernel_matrix(kernel, Z, X, out=out, copy=copy_)
+        assert got is out
+        np.testing.assert_allclose(out, want, rtol=1e-13, atol=1e-15)
+        np.testing.assert_array_equal(copy_, out)
+        with pytest.raises(ValueError, match="out must be"):
+            ops.kernel_matrix(kernel, Z, X, out=np.empty((300, 7)))
+        with pytest.raises(ValueError, match="copy must be"):
+            ops.kernel_matrix(kernel, Z, X, copy=np.empty((7, 300), dtype=np.float32))
+        with pytest.raises(ValueError, match="out must be"):
+            ops.kernel_matrix(kernel, Z, X, out=np.empty((300, 7)).T)  # not C-contiguous
+    finally:
+        ops.set_cpu_impl("kernel_matrix", saved)
+
+
+def test_factorize_with_a_workspace_matches_without(rng):
+    from nyhopt.objectives import _exact
+
+    X, Z = rng.normal(size=(400, 3)), rng.normal(size=(15, 3))
+    kernel = nh.GaussianKernel(np.array([0.8, 1.0, 1.3]))
+    ws = Workspace()
+    for keep in (True, False):
+        plain = _exact.factorize(kernel, X, Z, 1e-3, np, keep_kernel=keep)
+        for _ in range(2):
+            fac = _exact.factorize(kernel, X, Z, 1e-3, np, keep_kernel=keep, workspace=ws)
+            np.testing.assert_array_equal(fac.At, plain.At)
+            np.testing.assert_array_equal(fac.S, plain.S)
+            if keep:
+                np.testing.assert_array_equal(fac.KT, plain.KT)
+            else:
+                assert fac.KT is None
+            del fac
