@@ -36,7 +36,10 @@ if [ -z "$tiny" ]; then
 fi
 stage blocks 45 python3 asv_bench/gpu_report.py blocks $tiny
 stage gram 75 python3 asv_bench/gpu_report.py gram $tiny
+# The HIGGS run on the int8 tensor-core Gram route (NYHOPT_GRAM_ROUTE=float64 for the float64 one).
+export NYHOPT_GRAM_ROUTE=${NYHOPT_GRAM_ROUTE:-int8}
 stage higgs 175 python3 asv_bench/gpu_report.py higgs 75 $tiny
+unset NYHOPT_GRAM_ROUTE
 if [ -z "$tiny" ]; then
   stage exact28 45 python3 asv_bench/gpu_report.py exact28
   stage gpu_tests 130 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:randomly -rfE --timeout=100

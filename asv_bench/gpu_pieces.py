@@ -8,11 +8,11 @@ Modes (``python asv_bench/gpu_pieces.py MODE [--tiny]``; ``gpu_report.py`` runs 
   coordinate-difference kernel ``nh_kernel_block`` (the previous default), by the
   reference chain of elementwise CuPy passes, the float16 hi/lo parts; a whole
   Falkon pass (``normal_matvec``, k = 21) and the gradient's low-rank adjoint.
-* ``gram``: :math:`G = K^T K` of the same chunk: float64 products (the previous
-  route) against the tensor-core route (:mod:`nyhopt.ops.gram16`), its error
+* ``gram``: :math:`G = K^T K` of the same chunk: float64 products against the
+  int8 tensor-core route (:mod:`nyhopt.ops.gram8`) and the float16 one
+  (:mod:`nyhopt.ops.gram16`, default block and 256 rows), each with its error
   (Frobenius, and the mean diagonal bias scaled to n = 1e7 beside
-  :math:`n\\lambda = 1`), and a sweep of the block length and fold; the shortest
-  block reaching 1.5e-6 is printed.  JSON to ``$OUT/gram_sweep.json``.
+  :math:`n\lambda = 1`).  JSON to ``$OUT/gram_sweep.json``.
 * ``higgs [budget]``: 20 Adam steps of stoch-prop with default settings at the
   HIGGS setting (synthetic data of ``gpu_report._synthetic_gpu``), then the value
   of the float64-Gram route (``gram=True``, tensor cores off) at the SAME
@@ -20,6 +20,9 @@ Modes (``python asv_bench/gpu_pieces.py MODE [--tiny]``; ``gpu_report.py`` runs 
   0.5%?), and the test error on 1e5 held-out rows of a Falkon fit at the final
   parameters, with tensor-core and with float64 G.
 * ``exact28``: see ``gpu_report.exact_step_vs_gpytorch``.
+
+``NYHOPT_GRAM_ROUTE`` (``int8``, ``float16``, ``float64``) sets
+``nyhopt.ops.gram.TENSOR_CORES`` for the run (default: the library's).
 
 ``--tiny``: toy sizes on whatever device there is (NumPy without a GPU), to
 check the script end to end on a CPU.
@@ -214,12 +217,23 @@ def gram(card):
         return (f"{t * scale:.3f} s at n={N}; relative error {e:.2e}; mean diagonal bias at n {bias:+.3g} "
                 f"(n lambda = 1)")
 
-    _case(f"G tensor cores default (block {BLOCK_ROWS}, fold {FOLD}) {tag}", lambda: one(BLOCK_ROWS, FOLD))
-    _case(f"G tensor cores default block, no split {tag}", lambda: one(BLOCK_ROWS, FOLD, split=False))
-    _case(f"G tensor cores one product over the chunk {tag}", lambda: one(NB, 1))
-    for block in ((64, 128, 256, 512) if TINY else (128, 256, 512, 1024, 2048, 4096, 16384)):
-        for fold in (1, 8):
-            _case(f"G tensor cores block {block} fold {fold} {tag}", lambda b=block, f=fold: one(b, f))
+    def int8(block=None):
+        from nyhopt.ops.gram8 import gram_matrix8
+
+        fn = lambda: gram_matrix8(kern, X, Z, block=block)  # noqa: E731
+        t = _median(fn, sync, 2)
+        e, bias = err(fn()[0])
+        report.setdefault("int8", []).append({"block": block, "s_at_n": t * scale, "rel_err": e,
+                                              "diag_bias_at_n": bias})
+        return (f"{t * scale:.3f} s at n={N}; relative error {e:.2e}; mean diagonal bias at n {bias:+.3g} "
+                f"(n lambda = 1)")
+
+    _case(f"G int8 tensor cores (gram8, exact integer sums), default block {tag}", int8)
+    _case(f"G int8 tensor cores, block 16384 {tag}", lambda: int8(16384))
+    _case(f"G float16 tensor cores (gram16) default (block {BLOCK_ROWS}, fold {FOLD}) {tag}",
+          lambda: one(BLOCK_ROWS, FOLD))
+    for block in ((64, 256) if TINY else (256,)):
+        _case(f"G float16 tensor cores block {block} fold 8 {tag}", lambda b=block: one(b, 8))
     ok = [r for r in report["sweep"] if r["split"] and r["rel_err"] <= 1.5e-6 and r["block"] < NB]
     best = max(ok, key=lambda r: r["block"]) if ok else None
     report["longest_block_within_1.5e-6"] = best
@@ -309,7 +323,8 @@ def higgs(card, budget=150.0, steps=20):
 
     def test_error():
         res = []
-        for label, tc in (("tensor-core G (default)", True), ("float64 G", False)):
+        for label, tc in ((f"default route (TENSOR_CORES={gram_mod.TENSOR_CORES!r})", gram_mod.TENSOR_CORES),
+                          ("float64 G", False)):
             saved = gram_mod.TENSOR_CORES
             gram_mod.TENSOR_CORES = tc
             try:
@@ -329,6 +344,11 @@ def higgs(card, budget=150.0, steps=20):
 
 def main(argv):
     args = [a for a in argv if not a.startswith("--")]
+    route = os.environ.get("NYHOPT_GRAM_ROUTE")  # e.g. int8: the Gram route of this run (default: the library's)
+    if route:
+        from nyhopt.ops import gram as gram_mod
+
+        gram_mod.TENSOR_CORES = False if route == "float64" else route
     mode = args[0] if args else "all"
     xp = _xp()
     card = xp.cuda.runtime.getDeviceProperties(0)["name"].decode() if xp is not np else "cpu (numpy)"

@@ -148,7 +148,7 @@ def test_gram_matrix_dispatches_float32_on_a_gpu(monkeypatch):
     monkeypatch.setattr(gram_mod, "is_cupy_namespace", lambda xp: True)
     gram_mod.gram_matrix(kernel, X, Z, U)
     assert calls == []  # off by default: its truncated sums broke CG at the HIGGS size (docs/solvers.md)
-    monkeypatch.setattr(gram_mod, "TENSOR_CORES", True)
+    monkeypatch.setattr(gram_mod, "TENSOR_CORES", "float16")
     G, KtU = gram_mod.gram_matrix(kernel, X, Z, U)
     assert calls == [1]
     monkeypatch.setattr(gram_mod, "TENSOR_CORES", False)
@@ -169,7 +169,7 @@ def test_tensor_core_gram_on_gpu(kind, d, monkeypatch):
     """
     cp = pytest.importorskip("cupy")
     kernel, X, Z, U = problem(kind, d, n=5011, m=301, k=5)
-    monkeypatch.setattr(gram_mod, "TENSOR_CORES", True)
+    monkeypatch.setattr(gram_mod, "TENSOR_CORES", "float16")
     G, KtU = gram_mod.gram_matrix(kernel, cp.asarray(X), cp.asarray(Z), cp.asarray(U))
     G64, KU64 = reference(kernel, X, Z, U)
     G, KtU = cp.asnumpy(G), cp.asnumpy(KtU)
@@ -194,21 +194,27 @@ class _HostArray:
     def __init__(self, a):
         self.a = a
         self.shape, self.strides, self.itemsize, self.dtype = a.shape, a.strides, a.itemsize, a.dtype
+        self.flags = a.flags
         self.data = type("Memory", (), {"ptr": a.ctypes.data})()
+
+
+def column_major(ptr, dtype, rows, cols, ld):
+    """The column-major (rows x cols, leading dimension ``ld``) matrix at host address ``ptr``."""
+    import ctypes
+
+    from numpy.lib.stride_tricks import as_strided
+
+    dtype = np.dtype(dtype)
+    buf = np.ctypeslib.as_array((ctypes.c_char * (dtype.itemsize * (ld * (cols - 1) + rows))).from_address(ptr))
+    return as_strided(buf.view(dtype), shape=(rows, cols), strides=(dtype.itemsize, ld * dtype.itemsize))
 
 
 def _host_sgemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc):
     """cuBLAS SgemmEx (column-major, host scalars) on host memory: C = alpha op(A) op(B) + beta C."""
     import ctypes
 
-    from numpy.lib.stride_tricks import as_strided
-
     types_ = {2: np.float16, 0: np.float32}
-
-    def view(ptr, dtype, rows, cols, ld):
-        dtype = np.dtype(dtype)
-        buf = np.ctypeslib.as_array((ctypes.c_char * (dtype.itemsize * (ld * (cols - 1) + rows))).from_address(ptr))
-        return as_strided(buf.view(dtype), shape=(rows, cols), strides=(dtype.itemsize, ld * dtype.itemsize))
+    view = column_major
 
     assert Ctype == 0 and ldc >= m
     ar, ac = (m, k) if transa == 0 else (k, m)

@@ -259,6 +259,22 @@ void run_adjoint_dot(FILE* in, FILE* out) {
     write(out, W);
 }
 
+template <typename T, int KIND, int FROM>
+void run_digits(FILE* in, FILE* out) {
+    auto h = read<int>(in, 6);  // grid.x, grid.y, b, m, ld, rows of a digit plane
+    const int b = h[2], m = h[3], ld = h[4], rows = h[5];
+    auto kt = read<T>(in, (long long)m * b);
+    auto xn = read<T>(in, b);
+    auto zn = read<T>(in, m);
+    const long long plane = (long long)rows * ld;
+    std::vector<signed char> dg((size_t)(3 * plane), (signed char)99);
+    launch<false>(dim3(h[0], h[1]), dim3(32, 8), [&] {
+        nh_kernel_digits<T, KIND, FROM>(kt.data(), xn.data(), zn.data(), dg.data(), b, m, ld, plane);
+    });
+    write(out, kt);
+    write(out, dg);
+}
+
 template <typename T, int KIND, bool LOWRANK>
 void run_adjoint(FILE* in, FILE* out) {
     auto h = read<int>(in, 7);  // grid.x, grid.y, n, m, d, r, wanted
@@ -295,7 +311,7 @@ int main(int argc, char** argv) {
 """
 
 _RUNNERS = {"kernel_block": "run_block", "adjoint": "run_adjoint", "kernel_dot": "run_dot",
-            "adjoint_dot": "run_adjoint_dot"}
+            "adjoint_dot": "run_adjoint_dot", "kernel_digits": "run_digits"}
 
 
 @pytest.fixture(scope="module")
@@ -411,6 +427,45 @@ def test_emulated_kernel_dot_half_parts(emulator, tmp_path, kind):
     assert np.abs(HL[:, :m].astype(np.float64) - K).max() > 1e-5  # float16 alone would not
 
 
+def _digits_run(emulator, tmp_path, name, kt, xn, zn, b, m, ld, rows, grid_y):
+    raw = _run(emulator, name, [(ld + 31) // 32, grid_y, b, m, ld, rows], [kt, xn, zn], tmp_path)
+    nbytes = kt.size * kt.itemsize
+    return raw[:nbytes].view(kt.dtype).reshape(m, b), raw[nbytes:].view(np.int8).reshape(3, rows, ld)
+
+
+@pytest.mark.parametrize("grid_y", [1, 3])
+@pytest.mark.parametrize("kind", KINDS)
+def test_emulated_kernel_digits(emulator, tmp_path, kind, grid_y):
+    """From the transposed distance product: ``k`` in place and its three digits, as the host route has them."""
+    from nyhopt.ops.gram8 import split_digits
+
+    kernel, X, Z, ell, *_ = _problem(kind, "float32", n=61, m=45)
+    n, m = X.shape[0], Z.shape[0]
+    g, xn, zn = _dot_inputs(X, Z, ell, "float32")
+    ld, rows = 64, 48
+    kt, D = _digits_run(emulator, tmp_path, cc.kernel_name("kernel_digits", "float32", kind, 0),
+                        np.ascontiguousarray(g.T), xn, zn, n, m, ld, rows, grid_y)
+    raw32 = _run(emulator, cc.kernel_name("kernel_dot", "float32", kind, 0), [2, 3, n, m], [g, xn, zn], tmp_path)
+    np.testing.assert_array_equal(kt, raw32.view(np.float32).reshape(n, m).T)  # the same k as nh_kernel_dot
+    np.testing.assert_array_equal(D[:, :m, :n], split_digits(kt))
+    assert not D[:, :m, n:].any()  # the padded rows of the sums are zero
+    assert (D[:, m:, :] == 99).all()  # rows past m are not touched
+
+
+def test_emulated_kernel_digits_from_values(emulator, tmp_path):
+    from nyhopt.ops.gram8 import split_digits
+
+    rng = np.random.default_rng(4)
+    b, m = 40, 9
+    kt = rng.random((m, b)).astype(np.float32)
+    kt[0, :3] = [0.0, 1.0, 0.5]
+    out, D = _digits_run(emulator, tmp_path, cc.kernel_name("kernel_digits", "float32", "gaussian", 1),
+                         kt, np.zeros(b, np.float32), np.zeros(m, np.float32), b, m, 48, 16, 1)
+    np.testing.assert_array_equal(out, kt)
+    np.testing.assert_array_equal(D[:, :m, :b], split_digits(kt))
+    assert not D[:, :m, b:].any()
+
+
 @pytest.mark.parametrize("lowrank", [False, True])
 @pytest.mark.parametrize("dtype,kind", [("float64", k) for k in KINDS] + [("float32", "gaussian")])
 def test_emulated_adjoint(emulator, tmp_path, kind, dtype, lowrank):
@@ -493,6 +548,19 @@ class EmulatedFunction:
             else:
                 assert out is g
                 out[...] = raw.view(self.dtype).reshape(b, m)
+            return
+        if self.source == "kernel_digits":
+            kt, xn, zn, D = args[:4]
+            b, m, ld, plane = (int(v) for v in args[4:8])
+            assert [type(v) for v in args[4:8]] == [np.int32] * 3 + [np.int64]
+            assert kt.dtype == self.dtype and kt.flags.c_contiguous and kt.shape == (m, b)
+            assert D.dtype == np.int8 and D.flags.c_contiguous and D.shape[2] == ld and plane == D.shape[1] * ld
+            assert grid[0] == (ld + 31) // 32
+            raw = _run(self.exe, self.name, [grid[0], grid[1], b, m, ld, D.shape[1]],
+                       [kt, xn.astype(self.dtype), zn.astype(self.dtype)], self.tmp_path)
+            nbytes = kt.size * kt.itemsize
+            kt[...] = raw[:nbytes].view(self.dtype).reshape(m, b)
+            D[:, :m] = raw[nbytes:].view(np.int8).reshape(D.shape)[:, :m]
             return
         if self.source == "kernel_block":
             (Xs, Zt, out), (b, m, d) = self._check(args, 3, 3)
@@ -672,6 +740,25 @@ def test_cupy_half_blocks_on_emulated_kernels(emulated_cupy, kind):
     K = _cupy.kernel_matrix(kernel, X, Z, ell, np)[30:70]
     np.testing.assert_array_equal(got.view(np.uint16), split_block(K, np).view(np.uint16))
     assert [fn.source for fn in made][-1] == ("kernel_block" if kind == "laplacian" else "kernel_dot")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cupy_digit_blocks_on_emulated_kernels(emulated_cupy, kind):
+    """``_Points.block_digits`` (distance GEMM + ``nh_kernel_digits``, or the exact-distance block) on NumPy."""
+    from nyhopt.ops.gram8 import split_digits
+
+    _cupy, made = emulated_cupy
+    kernel, X, Z, ell, *_ = _problem(kind, "float32", n=70, m=21)
+    pts = _cupy.kernel_block_digits(kernel, X, Z, ell, np)
+    sl = slice(10, 60)
+    kt = np.empty((21, 50), dtype=np.float32)
+    D = np.full((3, 32, 64), 99, dtype=np.int8)
+    pts.block_digits(sl, kt, D)
+    ref = _reference.kernel_matrix(kernel, X[sl].astype(np.float64), Z.astype(np.float64), ell, np)
+    np.testing.assert_allclose(kt, ref.T, rtol=0, atol=2e-3)
+    np.testing.assert_array_equal(D[:, :21, :50], split_digits(kt))
+    assert not D[:, :21, 50:].any() and (D[:, 21:] == 99).all()
+    assert made[-1].source == "kernel_digits"
 
 
 def test_the_removed_fused_products_setting_is_an_error(monkeypatch):

@@ -122,20 +122,31 @@ class _FakeCupy:
         self.get_default_memory_pool = lambda: types.SimpleNamespace(free_bytes=lambda: pool_free)
 
 
-def test_gram_pays_on_a_gpu_follows_the_cost_model(monkeypatch):
+def _break_even(a, m=5000, k=21, e=None):
     from nyhopt.ops import operator as op_mod
 
-    monkeypatch.setattr(gram_mod, "TENSOR_CORES", True)  # the tensor-core cost (off by default)
+    e = op_mod.GPU_EVAL_S if e is None else e
+    return (e + a * m) / (e + op_mod.GPU_PRODUCT_S * k)
 
+
+@pytest.mark.parametrize("route,const", [("float16", "GPU_GRAM_S"), ("int8", "GPU_GRAM8_S")])
+def test_gram_pays_on_a_gpu_follows_the_cost_model(monkeypatch, route, const):
+    from nyhopt.ops import operator as op_mod
+
+    monkeypatch.setattr(gram_mod, "TENSOR_CORES", route)
     xp = _FakeCupy(free=80 * 2**30)
-    # HIGGS: m = 5000, k = 21: G costs ~3.5 streaming products.
-    p_star = (op_mod.GPU_EVAL_S + op_mod.GPU_GRAM_S * 5000) / (op_mod.GPU_EVAL_S + op_mod.GPU_PRODUCT_S * 21)
-    assert 3 < p_star < 5
-    assert not gram_pays(5000, 21, 3, xp) and gram_pays(5000, 21, 4, xp) and gram_pays(5000, 21, 28, xp)
+    # HIGGS: m = 5000, k = 21: G on tensor cores costs a few streaming products.
+    p_star = _break_even(getattr(op_mod, const))
+    assert 3 < p_star < 6
+    below, above = int(np.floor(p_star)), int(np.ceil(p_star))
+    assert not gram_pays(5000, 21, below, xp) and gram_pays(5000, 21, above, xp) and gram_pays(5000, 21, 28, xp)
     # the CPU rule is different: m <= 8 k p
     assert not gram_pays(5000, 21, 4) and gram_pays(5000, 21, 30)
     # more centers: more products before it pays; fewer columns: more products too
-    assert not gram_pays(50_000, 21, 25, xp) and not gram_pays(5000, 1, 5, xp) and gram_pays(5000, 1, 6, xp)
+    p_one = _break_even(getattr(op_mod, const), k=1)
+    assert p_one > p_star
+    assert not gram_pays(50_000, 21, 25, xp) and not gram_pays(5000, 1, int(p_one), xp)
+    assert gram_pays(5000, 1, int(p_one) + 1, xp)
 
 
 def test_gram_on_a_gpu_needs_room_for_g():
@@ -168,16 +179,19 @@ def test_operator_on_a_gpu_switches_to_g_by_the_cost_model(monkeypatch):
 
 
 def test_gram_pays_on_a_gpu_with_float64_products(monkeypatch):
-    """Float64 data, a held kernel or tensor cores off: G costs float64 products (8 times more)."""
+    """Float64 data, a held kernel or tensor cores off: G costs float64 products (4 to 5 times more)."""
     from nyhopt.ops import operator as op_mod
 
     xp = _FakeCupy(free=80 * 2**30)
-    monkeypatch.setattr(gram_mod, "TENSOR_CORES", True)
-    assert gram_pays(5000, 21, 4, xp)
-    assert not gram_pays(5000, 21, 4, xp, dtype=np.float64) and gram_pays(5000, 21, 23, xp, dtype=np.float64)
+    monkeypatch.setattr(gram_mod, "TENSOR_CORES", "int8")
+    assert gram_pays(5000, 21, 5, xp)
+    p64 = _break_even(op_mod.GPU_GRAM64_S)
+    assert 15 < p64 < 25  # HIGGS with float64 products: G pays from about the 18th product
+    assert not gram_pays(5000, 21, int(p64), xp, dtype=np.float64)
+    assert gram_pays(5000, 21, int(p64) + 1, xp, dtype=np.float64)
     # held: a pass is its products alone (no evaluation), G the float64 products of the held matrix
-    p_held = op_mod.GPU_GRAM64_S * 1000 / (op_mod.GPU_PRODUCT_S * 21)
-    assert 10 < p_held < 15
-    assert not gram_pays(1000, 21, 10, xp, held=True) and gram_pays(1000, 21, 20, xp, held=True)
+    p_held = _break_even(op_mod.GPU_GRAM64_S, m=1000, e=0.0)
+    assert 5 < p_held < 15
+    assert not gram_pays(1000, 21, int(p_held), xp, held=True) and gram_pays(1000, 21, int(p_held) + 1, xp, held=True)
     monkeypatch.setattr(gram_mod, "TENSOR_CORES", False)
-    assert not gram_pays(5000, 21, 4, xp)
+    assert not gram_pays(5000, 21, 5, xp) and gram_pays(5000, 21, int(p64) + 1, xp)

@@ -230,8 +230,9 @@ class StochasticProp(Objective):
         data (:mod:`nyhopt.ops.operator`).  ``"auto"``: on the CPU when
         ``m <= GRAM_GAIN * (t + p) * iterations`` for the iterations of the
         previous step (:data:`EXPECTED_ITERATIONS` before the first), and
-        during a solve once streaming has cost as much; not on a GPU (not
-        measured there yet).  The iterates are the same up to rounding.
+        during a solve once streaming has cost as much; on a GPU by the
+        cost model of :func:`nyhopt.ops.operator.gram_pays` with the same
+        iterations.  The iterates are the same up to rounding.
     mean : {"zero", "constant"}, default "zero"
         ``"constant"``: an unpenalized constant per output, profiled at every
         evaluation from one more right-hand side (a column of ones) in the

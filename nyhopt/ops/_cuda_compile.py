@@ -33,7 +33,7 @@ Examples
 --------
 >>> from nyhopt.ops import _cuda_compile as cc
 >>> sorted(cc.SOURCES)
-['adjoint', 'adjoint_dot', 'kernel_block', 'kernel_dot']
+['adjoint', 'adjoint_dot', 'kernel_block', 'kernel_digits', 'kernel_dot']
 >>> cc.name_expressions("kernel_block", "float32")[:2]
 ['nh_kernel_block<float, 0>', 'nh_kernel_block<float, 1>']
 """
@@ -69,13 +69,15 @@ KINDS = ("gaussian", "laplacian", "matern32", "matern52")
 #: filled with the C type ``T``, the kind code ``K`` and the form ``L`` (the
 #: cotangent of the adjoint: ``true`` for low rank; the output ``OUT`` of the
 #: kernel block from a distance product: ``0`` the data dtype, ``1`` float16
-#: hi/lo parts), and its forms: one tuple for every dtype, or a tuple
+#: hi/lo parts; the input ``FROM`` of the int8 digits: ``0`` a distance
+#: product, ``1`` kernel values), and its forms: one tuple for every dtype, or a tuple
 #: per dtype (a dict) where a form does not exist for every dtype.
 SOURCES = {
     "kernel_block": ("nh_kernel_block<{T}, {K}>", (None,)),
     "adjoint": ("nh_adjoint<{T}, {K}, {L}>", ("false", "true")),
     "kernel_dot": ("nh_kernel_dot<{T}, {K}, {L}>", {"float32": ("0", "1"), "float64": ("0",)}),
     "adjoint_dot": ("nh_adjoint_dot<{T}, {K}>", (None,)),
+    "kernel_digits": ("nh_kernel_digits<{T}, {K}, {L}>", ("0", "1")),
 }
 
 #: NVRTC options used at run time and in the compile test.

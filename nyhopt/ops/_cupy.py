@@ -18,7 +18,10 @@ Same functions and signatures as :mod:`nyhopt.ops._reference`
   ``K^T (K V)``) are cuBLAS GEMMs on row blocks sized by the memory budget,
   exactly as in the reference.  ``nh_kernel_dot`` also writes a block as
   float16 hi/lo parts for the tensor-core Gram matrix
-  (:mod:`nyhopt.ops.gram16`, :func:`kernel_block_half`).
+  (:mod:`nyhopt.ops.gram16`, :func:`kernel_block_half`), and
+  ``nh_kernel_digits`` (``_cuda/kernel_digits.cu``) writes a transposed block
+  and its int8 digits for the integer tensor-core Gram matrix
+  (:mod:`nyhopt.ops.gram8`, :func:`kernel_block_digits`).
 * Adjoints run the fused CUDA kernel ``nh_adjoint`` (``_cuda/adjoint.cu``):
   ``W_ij = G_ij phi'(s_ij)`` (``G_ij = P_i . Q_j`` for the low-rank form) is
   reduced on the fly into the center, lengthscale and ``X`` sums, with no
@@ -183,6 +186,32 @@ class _Points:
         _split_kernel(xp)(g, out[:, :m], out[:, m:])
         return out
 
+    def block_digits(self, sl, kt, digits):
+        """``k`` of the rows ``sl``, transposed, into float32 ``kt`` (m, b) and its int8 digits into ``digits``.
+
+        ``digits`` (3, mp, ld) receives the three digit planes of
+        :mod:`nyhopt.ops.gram8` in its first ``m`` rows (columns past ``b``
+        set to zero); see ``kernel_block_digits``.
+        """
+        xp = self.xp
+        Xr = self.Xs[sl]
+        b, m = Xr.shape[0], self.Zt.shape[1]
+        ld = digits.shape[2]
+        if b == 0:
+            return kt
+        grid = ((ld + _BLOCK[0] - 1) // _BLOCK[0], min((m + _BLOCK[1] - 1) // _BLOCK[1], _MAX_GRID_Y))
+        tail = (_i32(b), _i32(m), _i32(ld), np.int64(digits.shape[1] * ld))
+        if self.dot:
+            xp.matmul(self.Zt.T, Xr.T, out=kt)
+            fn = get_function("kernel_digits", Xr.dtype, self.kernel.kind, 0)
+            fn(grid, _BLOCK, (kt, self.xn[sl], self.zn, digits) + tail)
+            return kt
+        work = xp.empty((b, m), dtype=Xr.dtype)
+        kt[...] = self.block(sl, work).T
+        fn = get_function("kernel_digits", Xr.dtype, KINDS[0], 1)  # values given: the kind is not used
+        fn(grid, _BLOCK, (kt, kt, kt, digits) + tail)
+        return kt
+
 
 _SPLIT = {}
 
@@ -208,6 +237,11 @@ def kernel_block_half(kernel, X, Z, ell, xp):
     Used with float32 data only; the reference path (``d > FUSED_BLOCK_MAX_D``
     for the Laplacian) evaluates float32 blocks and splits them.
     """
+    return _Points(kernel, X, Z, ell, xp)
+
+
+def kernel_block_digits(kernel, X, Z, ell, xp):
+    """A :class:`_Points` of ``X``, ``Z`` for :mod:`nyhopt.ops.gram8` (``.block_digits`` per row range)."""
     return _Points(kernel, X, Z, ell, xp)
 
 

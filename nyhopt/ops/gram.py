@@ -17,11 +17,13 @@ float32 protein data with a float32 Gram matrix, and converges with a float64
 one; the streaming passes, whose errors scale with :math:`\|K V\|`, do not
 need this).
 
-On a GPU, float32 data take the tensor-core route of
-:mod:`nyhopt.ops.gram16` (float16 hi/lo parts of each block, products in
-short row blocks summed in float64: as accurate as float32, about 10 times
-faster than float64 products); :data:`TENSOR_CORES` turns it off (float64
-products, as on the CPU).
+On a GPU, float32 data can take a tensor-core route, chosen by
+:data:`TENSOR_CORES`: ``"int8"`` (:mod:`nyhopt.ops.gram8`: each kernel value
+as three 8-bit digits, integer products with exact sums, added in float64:
+as accurate as the float32 kernel, with no bias) or ``"float16"``
+(:mod:`nyhopt.ops.gram16`: float16 hi/lo parts with the tensor cores'
+truncated float32 sums, biased low at large ``n``: kept to measure against);
+``False``: float64 products, as on the CPU.
 
 Examples
 --------
@@ -38,18 +40,35 @@ Examples
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .._config import block_rows
 from .._parallel import sum_ranges
 from .._threads import cpu_threads
 from ..backend import is_cupy_namespace
 from . import _operand, _prepare, kernel_matrix
 
-__all__ = ["gram_matrix", "block_gram", "TENSOR_CORES"]
+__all__ = ["gram_matrix", "block_gram", "tensor_core_route", "TENSOR_CORES"]
 
-#: On a GPU, form the Gram matrix of float32 data on tensor cores (:mod:`nyhopt.ops.gram16`)
-#: when ``True``; ``False`` (the default): float64 products (read at each call).  Off until the
-#: tensor-core matrix keeps Falkon's CG convergent at the HIGGS size (docs/solvers.md).
+#: On a GPU, how the Gram matrix of float32 data is formed (read at each call): ``"int8"``
+#: (:mod:`nyhopt.ops.gram8`), ``"float16"`` (:mod:`nyhopt.ops.gram16`) or ``False`` (float64
+#: products; the default until the int8 route is measured on a device, docs/solvers.md).
 TENSOR_CORES = False
+
+_ROUTES = (False, "int8", "float16")
+
+
+def tensor_core_route(dtype, xp=None):
+    """The tensor-core route (``"int8"``, ``"float16"``) of a Gram matrix of ``dtype`` data on ``xp``, or None.
+
+    ``xp=None``: on a GPU (the caller knows).
+    """
+    if TENSOR_CORES not in _ROUTES:
+        raise ValueError(f"nyhopt.ops.gram.TENSOR_CORES must be one of {_ROUTES}, got {TENSOR_CORES!r}")
+    gpu = xp is None or is_cupy_namespace(xp)
+    if TENSOR_CORES and gpu and np.dtype(dtype) == np.float32:
+        return TENSOR_CORES
+    return None
 
 
 #: Rows per range of the rank updates: fixed, so that the sums do not depend on the thread count.
@@ -94,13 +113,18 @@ def gram_matrix(kernel, X, Z, U=None):
     Notes
     -----
     Costs :math:`n m (m + 2k)` flops and one kernel evaluation per entry.
-    On a GPU with float32 data it is :func:`nyhopt.ops.gram16.gram_matrix16`
-    (unless :data:`TENSOR_CORES` is off).
+    On a GPU with float32 data it is :func:`nyhopt.ops.gram8.gram_matrix8`
+    or :func:`nyhopt.ops.gram16.gram_matrix16` as :data:`TENSOR_CORES` says.
     On the CPU it runs as a ``"pool"`` phase (:mod:`nyhopt._threads`): the
     kernel blocks and the rank updates are split over nyhopt's worker threads.
     """
     xp, X, Z, _ = _prepare(kernel, X, Z, (U, "U"))
-    if is_cupy_namespace(xp) and TENSOR_CORES and X.dtype == xp.float32:
+    route = tensor_core_route(X.dtype, xp)
+    if route == "int8":
+        from .gram8 import gram_matrix8
+
+        return gram_matrix8(kernel, X, Z, U)
+    if route == "float16":
         from .gram16 import gram_matrix16
 
         return gram_matrix16(kernel, X, Z, U)

@@ -61,6 +61,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import is_cupy_namespace
+from . import _cublas
 
 __all__ = ["STORAGE", "split_half", "join_half", "half_matmul", "sgemm_ex", "kmv_block", "kmtv_block"]
 
@@ -107,26 +108,18 @@ def sgemm_ex(A, B, C, trans_a=False, beta=0.0):
     row-major product is the column-major ``C^T = B^T op(A)^T``: the buffers
     as they are, operands swapped.
     """
-    import cupy
     from cupy_backends.cuda.api import runtime
     from cupy_backends.cuda.libs import cublas
 
     M, K = (A.shape[1], A.shape[0]) if trans_a else A.shape
     N = B.shape[1]
     one, b = np.ones(1, np.float32), np.full(1, beta, np.float32)
-    handle = cupy.cuda.device.get_cublas_handle()
-    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
-    mode = cublas.getPointerMode(handle)
-    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-    try:
-        cublas.sgemmEx(
-            handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_T if trans_a else cublas.CUBLAS_OP_N, N, M, K,
-            one.ctypes.data, B.data.ptr, runtime.CUDA_R_16F, B.strides[0] // B.itemsize,
-            A.data.ptr, runtime.CUDA_R_16F, A.strides[0] // A.itemsize,
-            b.ctypes.data, C.data.ptr, runtime.CUDA_R_32F, C.strides[0] // C.itemsize,
-        )
-    finally:
-        cublas.setPointerMode(handle, mode)
+    _cublas.call(
+        "sgemmEx", cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_T if trans_a else cublas.CUBLAS_OP_N, N, M, K,
+        one.ctypes.data, B.data.ptr, runtime.CUDA_R_16F, B.strides[0] // B.itemsize,
+        A.data.ptr, runtime.CUDA_R_16F, A.strides[0] // A.itemsize,
+        b.ctypes.data, C.data.ptr, runtime.CUDA_R_32F, C.strides[0] // C.itemsize,
+    )
     return C
 
 

@@ -24,11 +24,13 @@ hindsight); a caller that expects many iterations forms it at once with
 
 On a GPU the break-even comes from a cost model of the measured pieces
 (:func:`gram_pays`; docs/solvers.md, "The Gram matrix on a GPU"): forming
-:math:`G` (float32 data: float16 parts on tensor cores, :mod:`nyhopt.ops.gram16`)
-costs one kernel evaluation plus about ``GPU_GRAM_S * n m^2`` seconds, a
-streaming normal product one kernel evaluation plus its skinny products.
-At the HIGGS size (n = 1e7, m = 5000, k = 21, one H200) that is about 2.4 s
-against 0.6 s: :math:`G` pays from the fourth product.  The streaming route
+:math:`G` costs one kernel evaluation plus about ``a * n m^2`` seconds
+(``a`` for its route: float64 products, or int8 or float16 tensor cores for
+float32 data, :data:`nyhopt.ops.gram.TENSOR_CORES`), a streaming normal
+product one kernel evaluation plus its skinny products.  At the HIGGS size
+(n = 1e7, m = 5000, k = 21, one H100) that is about 11 s in float64 against
+0.6 s: :math:`G` pays from the 18th product; on int8 tensor cores (about
+2.4 s, estimated) from the fourth.  The streaming route
 stays when :math:`G` and its work space (:data:`GPU_GRAM_BYTES` bytes per
 ``m^2``) do not fit in half the device's free memory.
 
@@ -65,7 +67,7 @@ from . import gram as _gram
 from .gram import gram_matrix
 
 __all__ = ["KernelOperator", "FitPass", "LowRankCotangent", "column_stats", "check_policy", "GRAM_GAIN",
-           "gram_pays", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S", "GPU_GRAM64_S", "GPU_PRODUCT_S",
+           "gram_pays", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S", "GPU_GRAM8_S", "GPU_GRAM64_S", "GPU_PRODUCT_S",
            "GPU_GRAM_BYTES"]
 
 #: Ratio of the machine's speed on the Gram matrix's rank updates to its speed on the
@@ -79,13 +81,17 @@ GRAM_GAIN = 8.0
 # measured pieces, docs/solvers.md "The Gram matrix on a GPU"):
 #: Kernel evaluation per entry of ``K``: a distance GEMM plus one fused pass (0.40 s for n m = 5e10).
 GPU_EVAL_S = 8.0e-12
-#: The Gram matrix per :math:`n m^2`: two float16 tensor-core products (0.73 s each for
-#: n m^2 = 2.5e14), plus the float32 block sums (``2m x m`` read and written per 2048 rows and
-#: added into float64 every 8 blocks at about 4.8 TB/s: an estimate of 0.5 s).
-GPU_GRAM_S = 8.0e-15
+#: The Gram matrix per :math:`n m^2` on float16 tensor cores (``TENSOR_CORES = "float16"``):
+#: 2.7 s for n m^2 = 2.5e14 (one H100, with its block sums).
+GPU_GRAM_S = 1.1e-14
+#: The Gram matrix per :math:`n m^2` on int8 tensor cores (``TENSOR_CORES = "int8"``): four
+#: int8 products, about 2e15 operations at n m^2 = 2.5e14; an estimate of 2 s from the H100's
+#: int8 rate, not yet measured.
+GPU_GRAM8_S = 8.0e-15
 #: The Gram matrix per :math:`n m^2` in float64 products (float64 data, a held kernel, or
-#: ``nyhopt.ops.gram.TENSOR_CORES`` off): 13.6 s for n m^2 = 2.5e14 (convert + DGEMM).
-GPU_GRAM64_S = 5.4e-14
+#: ``nyhopt.ops.gram.TENSOR_CORES`` off): 10.7 s for n m^2 = 2.5e14 on one H100 (13.6 s on
+#: one H200, in an earlier run).
+GPU_GRAM64_S = 4.3e-14
 #: Skinny products of a streaming normal product per :math:`n m k` (0.22 s for k = 21 at n m = 5e10).
 GPU_PRODUCT_S = 2.1e-13
 #: Bytes per :math:`m^2` the GPU Gram route holds at once: float64 ``G``, its two float64 parts
@@ -114,7 +120,8 @@ def gram_pays(m, k, products, xp=np, *, dtype=np.float32, held=False, free_bytes
 
     with :math:`e` = :data:`GPU_EVAL_S` (0 when the kernel is ``held``: no
     evaluation on either side), :math:`c` = :data:`GPU_PRODUCT_S`, and
-    :math:`a` = :data:`GPU_GRAM_S` for float32 data on tensor cores, else
+    :math:`a` = :data:`GPU_GRAM8_S` or :data:`GPU_GRAM_S` for float32 data on
+    int8 or float16 tensor cores (``nyhopt.ops.gram.TENSOR_CORES``), else
     :data:`GPU_GRAM64_S` (float64 data, a held kernel, or tensor cores off);
     and only when :func:`gram_fits_device` (``free_bytes``: the device's free
     memory, read from CuPy when None).
@@ -123,8 +130,8 @@ def gram_pays(m, k, products, xp=np, *, dtype=np.float32, held=False, free_bytes
         return m <= GRAM_GAIN * k * products
     if not gram_fits_device(m, xp, free_bytes):
         return False
-    tensor_cores = _gram.TENSOR_CORES and np.dtype(dtype) == np.float32 and not held
-    a = GPU_GRAM_S if tensor_cores else GPU_GRAM64_S
+    route = None if held else _gram.tensor_core_route(dtype)
+    a = {"int8": GPU_GRAM8_S, "float16": GPU_GRAM_S}.get(route, GPU_GRAM64_S)
     e = 0.0 if held else GPU_EVAL_S
     return products * (e + GPU_PRODUCT_S * k) >= e + a * m
 

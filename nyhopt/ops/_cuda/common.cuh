@@ -100,6 +100,25 @@ __device__ __forceinline__ float half_value(unsigned short bits) {
 #endif
 }
 
+// A kernel value k in [0, 1] as three signed 8-bit digits, at d[0], d[plane], d[2 plane]:
+//     k = (d0 + d1 / 254 + d2 / 254^2) / 127 + r,   |r| <= 0.5 / (127 * 254^2),
+// each digit the nearest integer to what is left (ties to even), so d0 is in
+// [0, 127] and d1, d2 in [-127, 127].  In double, where every step is exact
+// (a float k has 24 bits; 127 * 254 * 254 < 2^23 more).  k is clipped to
+// [0, 1] first; a NaN gives 0 (the data are checked finite before).
+__device__ __forceinline__ void digits3(double k, signed char* d, long long plane) {
+    k = k > 1.0 ? 1.0 : (k >= 0.0 ? k : 0.0);
+    double v = k * 127.0;
+    const double d0 = rint(v);
+    v = (v - d0) * 254.0;
+    const double d1 = rint(v);
+    v = (v - d1) * 254.0;
+    const double d2 = rint(v);
+    d[0] = (signed char)d0;
+    d[plane] = (signed char)d1;
+    d[2 * plane] = (signed char)d2;
+}
+
 // Sum of v over the 32 lanes of a warp (every lane gets the result).
 __device__ __forceinline__ double warp_sum(double v) {
     for (int offset = 16; offset > 0; offset >>= 1) {
