@@ -30,12 +30,9 @@ a value, :math:`K^T` is overwritten by :math:`A`; for a gradient with the
 Gaussian kernel :math:`K^T` is kept (:attr:`Factors.KT`, read by the
 adjoint instead of evaluating the kernel again), so two ``n x m`` arrays
 exist (:math:`A` and :math:`K^T`; on the GPU :math:`A` and :math:`G_{nm}`).
-On the CPU they come from the objective's
-:class:`~nyhopt.objectives._workspace.Workspace` (``factorize(...,
-workspace=)``): the arrays of the previous evaluation, when nothing holds
-them any more, so that their pages are not mapped and zeroed again; with
-the Gaussian kernel one pass of the kernel loop writes both :math:`K^T` and
-the copy that the triangular solve turns into :math:`A`.
+On the CPU they are the previous evaluation's when free
+(:mod:`nyhopt.objectives._workspace`), and one kernel pass writes both
+:math:`K^T` and the copy that the triangular solve turns into :math:`A`.
 
 Precision: ``n x m`` arrays keep the data dtype; everything ``m x m``
 (:math:`L`, :math:`S`, :math:`C`, :math:`W`, :math:`G_{mm}`) and all
@@ -518,12 +515,21 @@ class CotangentBuilder:
             W = U @ V.T if W is None else W + U @ V.T
         return W
 
+    @staticmethod
+    def _merged(pairs):
+        """``pairs`` with the ``Q`` of a repeated ``P`` (the same array) summed: fewer thin columns."""
+        out = {}
+        for P, Q in pairs:
+            out[id(P)] = (P, out[id(P)][1] + Q) if id(P) in out else (P, Q)
+        return list(out.values())
+
     def _thin_pair(self, dtype):
         xp = self.xp
         if not self.thin:
             return None, None
-        P = xp.concatenate([xp.asarray(P, dtype=dtype) for P, _ in self.thin], axis=1)
-        Q = xp.concatenate([xp.asarray(Q, dtype=dtype) for _, Q in self.thin], axis=1)
+        thin = self._merged(self.thin)
+        P = xp.concatenate([xp.asarray(P, dtype=dtype) for P, _ in thin], axis=1)
+        Q = xp.concatenate([xp.asarray(Q, dtype=dtype) for _, Q in thin], axis=1)
         return P, Q
 
     def _products(self, dtype):
@@ -539,8 +545,11 @@ class CotangentBuilder:
         """
         xp, At = self.xp, self.fac.At
         if self.W is None and not self.products:
-            Ps = [P for P, _ in self.thin] + [At @ U.astype(At.dtype) for U, _ in self.W_thin]
-            Qs = [Q for _, Q in self.thin] + [V for _, V in self.W_thin]
+            thin, wthin = self._merged(self.thin), self._merged(self.W_thin)
+            Ps, Qs = [P for P, _ in thin], [Q for _, Q in thin]
+            if wthin:  # one pass over A for all of them
+                Ps.append(At @ xp.concatenate([U for U, _ in wthin], axis=1).astype(At.dtype))
+                Qs.append(xp.concatenate([V for _, V in wthin], axis=1))
             P = xp.concatenate([xp.asarray(P, dtype=At.dtype) for P in Ps], axis=1)
             Q = xp.concatenate([xp.asarray(Q, dtype=At.dtype) for Q in Qs], axis=1)
             return KernelCotangent(X, P=P, Q=Q)
