@@ -12,8 +12,9 @@ written or read back.
 Two contractions:
 
 * Gaussian kernel with the kernel matrix ``k(Z, X)`` kept by the caller:
-  the block is formed transposed, :math:`G^T` (m x b), and
-  :func:`_gaussian_columns` reads :math:`\\varphi' = -\\varphi/2` from the
+  the products part of the block is formed transposed, :math:`G^T`
+  (m x b), :func:`_gaussian_columns` adds the thin part :math:`PQ^T`
+  (four columns per pass), reads :math:`\\varphi' = -\\varphi/2` from the
   kept matrix (no kernel evaluation) and sums over the rows in registers,
   four centers per pass over the rows (difference form, as
   :mod:`nyhopt.ops._numba`);
