@@ -9,7 +9,10 @@ objective needs at the P1 size (docs/performance-ops.md, "Flop account of
 the exact objectives"): the triangular solve :math:`A = L^{-1}K^T`
 (:math:`nm^2` flops), the Gram matrix :math:`AA^T` (:math:`nm^2`, a
 symmetric rank-k product) and the cotangent product :math:`W^TA`
-(:math:`2nm^2`), single-threaded and on all threads, in NumPy's BLAS.
+(:math:`2nm^2`), single-threaded and on all threads, in NumPy's BLAS, and
+the Gaussian kernel matrix :math:`K^T = k(Z, X)` (fused Numba loop; one
+thread or Numba's default).  ``ObjectivesP1ConstantMean`` times the
+objectives with ``mean="constant"``.
 
 Protein: the training part of CASP (80% of 45730 rows, standardized),
 m = 200 first training rows, same hyperparameters; skipped when the data
@@ -20,10 +23,10 @@ import numpy as np
 OBJECTIVES = ["holdout", "loocv", "gcv", "creg", "sgpr", "prop"]
 
 
-def _setup(X, y, name, m=200):
+def _setup(X, y, name, m=200, mean=None):
     import nyhopt as nh
 
-    obj = nh.make_objective(name, X, y, kernel="gaussian", random_state=0)
+    obj = nh.make_objective(name, X, y, kernel="gaussian", random_state=0, mean=mean)
     theta = nh.Params.from_natural(penalty=1e-4, lengthscale=np.ones(X.shape[1]), centers=X[:m])
     obj.value_and_grad(theta)  # warm up (imports, Numba compilation)
     return obj, theta
@@ -49,6 +52,25 @@ class ObjectivesP1:
 
     def time_value(self, name):
         self.obj.value(self.theta)
+
+
+class ObjectivesP1ConstantMean:
+    """Benchmark P1 with ``mean="constant"`` (the profiled intercept)."""
+
+    params = [OBJECTIVES]
+    param_names = ["objective"]
+    timeout = 300
+    number = 1
+    repeat = (5, 15, 60.0)
+
+    def setup(self, name):
+        from nyhopt.datasets import synthetic
+
+        ds = synthetic(20000, d=8, n_test=10, seed=1234)
+        self.obj, self.theta = _setup(ds.X_train, ds.y_train, name, mean="constant")
+
+    def time_value_and_grad(self, name):
+        self.obj.value_and_grad(self.theta)
 
 
 class ObjectivesP1Float32:
@@ -98,9 +120,21 @@ class FlopFloorP1:
     repeat = (5, 15, 30.0)
 
     def setup(self, threads):
+        import numba
         from threadpoolctl import threadpool_limits
 
+        import nyhopt as nh
+        from nyhopt.datasets import synthetic
+
         self._limit = threadpool_limits(limits=threads if threads else None, user_api="blas")
+        self._numba_threads = numba.get_num_threads()
+        if threads:
+            numba.set_num_threads(threads)
+        ds = synthetic(20000, d=8, n_test=10, seed=1234)
+        self.X, self.Z = ds.X_train, ds.X_train[:200].copy()
+        self.kernel = nh.GaussianKernel(np.ones(8))
+        self.KT = np.empty((200, 20000))
+        self.KT2 = np.empty((200, 20000))
         rng = np.random.default_rng(0)
         n, m = 20000, 200
         X = rng.standard_normal((m + 2 * m, m))
@@ -111,7 +145,22 @@ class FlopFloorP1:
         self.G = np.empty((m, n))
 
     def teardown(self, threads):
+        import numba
+
         self._limit.restore_original_limits()
+        numba.set_num_threads(self._numba_threads)
+
+    def time_kernel_matrix(self, threads):
+        """The Gaussian ``k(Z, X)`` (m x n, d = 8) of the exact objectives (fused Numba loop)."""
+        from nyhopt import ops
+
+        ops.kernel_matrix(self.kernel, self.Z, self.X, out=self.KT)
+
+    def time_kernel_matrix_with_copy(self, threads):
+        """``k(Z, X)`` written twice in one pass (the copy that the triangular solve overwrites)."""
+        from nyhopt import ops
+
+        ops.kernel_matrix(self.kernel, self.Z, self.X, out=self.KT, copy=self.KT2)
 
     def time_triangular_solve(self, threads):
         from nyhopt._blas import trsm

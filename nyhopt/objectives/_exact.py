@@ -30,6 +30,9 @@ a value, :math:`K^T` is overwritten by :math:`A`; for a gradient with the
 Gaussian kernel :math:`K^T` is kept (:attr:`Factors.KT`, read by the
 adjoint instead of evaluating the kernel again), so two ``n x m`` arrays
 exist (:math:`A` and :math:`K^T`; on the GPU :math:`A` and :math:`G_{nm}`).
+On the CPU they are the previous evaluation's when free
+(:mod:`nyhopt.objectives._workspace`), and one kernel pass writes both
+:math:`K^T` and the copy that the triangular solve turns into :math:`A`.
 
 Precision: ``n x m`` arrays keep the data dtype; everything ``m x m``
 (:math:`L`, :math:`S`, :math:`C`, :math:`W`, :math:`G_{mm}`) and all
@@ -221,8 +224,8 @@ def kernel_reused(kernel, xp) -> bool:
             and ops.CPU_IMPL["adjoint_dense"] == "numba")
 
 
-def solve_lower_copy(L, B, xp):
-    """``L^{-1} B`` into a new array, ``B`` (m, n) kept.
+def solve_lower_copy(L, B, xp, out=None):
+    """``L^{-1} B`` into a new array (or into ``out``, C-contiguous like ``B``), ``B`` (m, n) kept.
 
     On the CPU each column range of the worker pool copies its columns and
     solves them in place: the same ranges and calls as
@@ -230,7 +233,8 @@ def solve_lower_copy(L, B, xp):
     """
     if is_cupy_namespace(xp) or not B.flags.c_contiguous:
         return tri_solve(L, B, xp)
-    out = np.empty_like(B)
+    if out is None:
+        out = np.empty_like(B)
     Lc = L.astype(B.dtype, copy=False)
 
     def part(lo, hi):
@@ -241,7 +245,7 @@ def solve_lower_copy(L, B, xp):
     return out
 
 
-def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False):
+def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False, workspace=None):
     """Factorize :math:`B = K^T K + n\\lambda(K_{mm} + \\epsilon I)` for the rows ``X``.
 
     Parameters
@@ -257,6 +261,10 @@ def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False):
         Keep :math:`K^T = k(Z, X)` in :attr:`Factors.KT` when the gradient
         reads it (:func:`kernel_reused`): one more ``n x m`` array, one
         kernel evaluation fewer.  Pass the evaluation's ``need_grad``.
+    workspace : Workspace, optional
+        Where the ``n x m`` arrays (:math:`K^T`, :math:`A`) come from on the
+        CPU (:mod:`nyhopt.objectives._workspace`): the arrays of the previous
+        evaluation when free, so their pages are not mapped again.
 
     Returns
     -------
@@ -265,11 +273,20 @@ def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False):
     n = X.shape[0]
     if L is None:
         L = kmm_factor(kernel, Z, xp)
-    KT = kernel_matrix(kernel, Z, X)  # K^T = k(Z, X) (m, n), C-contiguous and ours
-    if keep_kernel and kernel_reused(kernel, xp):
+    keep = keep_kernel and kernel_reused(kernel, xp)
+    m = Z.shape[0]
+    ws = None if is_cupy_namespace(xp) else workspace
+    # K^T = k(Z, X) (m, n), C-contiguous and ours
+    if keep and ws is not None:  # the kernel loop also writes the copy that becomes A: K^T is not read back
+        A = ws.empty("A", (m, n), X.dtype)
+        KT = kernel_matrix(kernel, Z, X, out=ws.empty("KT", (m, n), X.dtype), copy=A)
+        A = solve_lower_inplace(L, A, xp)
+    elif keep:
+        KT = kernel_matrix(kernel, Z, X)
         A = solve_lower_copy(L, KT, xp)
-    else:
-        A, KT = solve_lower_inplace(L, KT, xp), None  # overwritten by A = L^{-1} K^T
+    else:  # overwritten by A = L^{-1} K^T
+        KT = kernel_matrix(kernel, Z, X, out=None if ws is None else ws.empty("A", (m, n), X.dtype))
+        A, KT = solve_lower_inplace(L, KT, xp), None
     S = gram(A, xp)
     n_lam = float(n * penalty)
     M = S.copy()
@@ -498,12 +515,21 @@ class CotangentBuilder:
             W = U @ V.T if W is None else W + U @ V.T
         return W
 
+    @staticmethod
+    def _merged(pairs):
+        """``pairs`` with the ``Q`` of a repeated ``P`` (the same array) summed: fewer thin columns."""
+        out = {}
+        for P, Q in pairs:
+            out[id(P)] = (P, out[id(P)][1] + Q) if id(P) in out else (P, Q)
+        return list(out.values())
+
     def _thin_pair(self, dtype):
         xp = self.xp
         if not self.thin:
             return None, None
-        P = xp.concatenate([xp.asarray(P, dtype=dtype) for P, _ in self.thin], axis=1)
-        Q = xp.concatenate([xp.asarray(Q, dtype=dtype) for _, Q in self.thin], axis=1)
+        thin = self._merged(self.thin)
+        P = xp.concatenate([xp.asarray(P, dtype=dtype) for P, _ in thin], axis=1)
+        Q = xp.concatenate([xp.asarray(Q, dtype=dtype) for _, Q in thin], axis=1)
         return P, Q
 
     def _products(self, dtype):
@@ -519,8 +545,11 @@ class CotangentBuilder:
         """
         xp, At = self.xp, self.fac.At
         if self.W is None and not self.products:
-            Ps = [P for P, _ in self.thin] + [At @ U.astype(At.dtype) for U, _ in self.W_thin]
-            Qs = [Q for _, Q in self.thin] + [V for _, V in self.W_thin]
+            thin, wthin = self._merged(self.thin), self._merged(self.W_thin)
+            Ps, Qs = [P for P, _ in thin], [Q for _, Q in thin]
+            if wthin:  # one pass over A for all of them
+                Ps.append(At @ xp.concatenate([U for U, _ in wthin], axis=1).astype(At.dtype))
+                Qs.append(xp.concatenate([V for _, V in wthin], axis=1))
             P = xp.concatenate([xp.asarray(P, dtype=At.dtype) for P in Ps], axis=1)
             Q = xp.concatenate([xp.asarray(Q, dtype=At.dtype) for Q in Qs], axis=1)
             return KernelCotangent(X, P=P, Q=Q)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ._base import Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, trace_hat
+from ._workspace import workspace_of
 from ._mean import MeanChain, centered_fit
 
 __all__ = ["CReg"]
@@ -56,7 +57,8 @@ class CReg(Objective):
 
     def _evaluate(self, ctx):
         xp, n, p, s2 = self.xp, self.n, self.p, self.noise_variance
-        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad)
+        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad,
+                        workspace=workspace_of(self, xp))
         mf = centered_fit(fac, self.Y, xp) if self.mean == "constant" else None
         f = fit(fac, self.Y, xp) if mf is None else mf.fit
         self.last_intercept = None if mf is None else mf.c

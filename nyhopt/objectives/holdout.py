@@ -52,6 +52,7 @@ import numpy as np
 from ..ops import kernel_matrix
 from ._base import Evaluation, KernelCotangent, Objective
 from ._exact import CotangentBuilder, _sumsq, factorize, fit, kernel_reused, tri_solve
+from ._workspace import workspace_of
 from ._mean import MeanChain, centered_fit
 
 __all__ = ["Holdout"]
@@ -118,7 +119,8 @@ class Holdout(Objective):
 
     def _evaluate(self, ctx):
         xp = self.xp
-        fac = factorize(ctx.kernel, self._Xt, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad)
+        fac = factorize(ctx.kernel, self._Xt, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad,
+                        workspace=workspace_of(self, xp))
         p = self.p
         if self.mean == "constant":
             mf = centered_fit(fac, self._Yt, xp)
@@ -129,7 +131,14 @@ class Holdout(Objective):
             alpha = f.alpha
         # K_v^T = k(Z, X_v) (m, n_val); computed in that order when the adjoint reads it again
         keep = ctx.need_grad and kernel_reused(ctx.kernel, xp)
-        KvT = kernel_matrix(ctx.kernel, ctx.Z, self._Xv) if keep else kernel_matrix(ctx.kernel, self._Xv, ctx.Z).T
+        ws, m = workspace_of(self, xp), ctx.Z.shape[0]
+        if keep:
+            out = None if ws is None else ws.empty("KvT", (m, self.n_val), self._Xv.dtype)
+            KvT = kernel_matrix(ctx.kernel, ctx.Z, self._Xv, out=out)
+        else:
+            out = None if ws is None else ws.empty("Kv", (self.n_val, m), self._Xv.dtype)
+            KvT = kernel_matrix(ctx.kernel, self._Xv, ctx.Z, out=out).T
+        del out
         # with the constant: the fit of its train split, R_v = Y_v - K_v alpha_c - c*
         Yv = self._Yv if mf is None else self._Yv - xp.asarray(mf.c).astype(self._Yv.dtype)[None, :]
         Rv = Yv - KvT.T @ alpha.astype(KvT.dtype)

@@ -53,7 +53,8 @@ the pass that forms :math:`A\\,\\mathrm{diag}(w)R_c`).
 from __future__ import annotations
 
 from ._base import Evaluation, Objective
-from ._exact import CotangentBuilder, factorize, fit, gram, solve_lower_inplace, sym, tri_solve
+from ._exact import CotangentBuilder, factorize, fit, gram, solve_lower_copy, sym, tri_solve
+from ._workspace import workspace_of
 from ._mean import MeanChain, centered_fit
 
 __all__ = ["LOOCV"]
@@ -89,12 +90,16 @@ class LOOCV(Objective):
     def _evaluate(self, ctx):
         xp, n, p = self.xp, self.n, self.p
         f64 = xp.float64
-        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad)
+        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad,
+                        workspace=workspace_of(self, xp))
         mf = centered_fit(fac, self.Y, xp) if self.mean == "constant" else None
         f = fit(fac, self.Y, xp) if mf is None else mf.fit
         R = f.R if mf is None else mf.R
         At = fac.At
-        Vt = solve_lower_inplace(fac.C, At.T.copy(), xp).T  # (n, m): V^T, V = C^{-1} A
+        ws = workspace_of(self, xp)
+        V = None if ws is None else ws.empty("V", At.T.shape, At.dtype)
+        Vt = solve_lower_copy(fac.C, At.T, xp, out=V).T  # (n, m): V^T, V = C^{-1} A
+        del V
         h = xp.einsum("ij,ij->i", Vt, Vt).astype(f64)
         if mf is not None:  # diag(H_c) = diag(H) + v^2 / gamma
             v64 = mf.v.astype(f64)

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 from ._base import Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, trace_hat, trace_knn, trace_nystrom
+from ._workspace import workspace_of
 from ._mean import MeanChain, centered_fit
 
 __all__ = ["Prop"]
@@ -118,7 +119,8 @@ class Prop(Objective):
     def _evaluate(self, ctx):
         xp, n, p, s2, lam = self.xp, self.n, self.p, self.noise_variance, ctx.penalty
         c = float(n) ** 2 if self.normalization == "released" else float(n)
-        fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp, keep_kernel=ctx.need_grad)
+        fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp, keep_kernel=ctx.need_grad,
+                        workspace=workspace_of(self, xp))
         mf = centered_fit(fac, self.Y, xp) if self.mean == "constant" else None
         f = fit(fac, self.Y, xp) if mf is None else mf.fit
         self.last_intercept = None if mf is None else mf.c

@@ -77,6 +77,7 @@ import math
 
 from ._base import Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, logdet_M, trace_knn, trace_nystrom
+from ._workspace import workspace_of
 from ._mean import MeanChain, centered_fit
 
 __all__ = ["SGPR"]
@@ -144,7 +145,8 @@ class SGPR(Objective):
 
     def _evaluate(self, ctx):
         xp, n, p, lam, a = self.xp, self.n, self.p, ctx.penalty, ctx.amplitude
-        fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp, keep_kernel=ctx.need_grad)
+        fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp, keep_kernel=ctx.need_grad,
+                        workspace=workspace_of(self, xp))
         m = fac.L.shape[0]
         if self.mean == "constant":
             mf = centered_fit(fac, self.Y, xp)

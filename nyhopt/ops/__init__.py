@@ -112,16 +112,38 @@ def _sum_grads(parts):
     return KernelGrad(add("lengthscale"), add("centers"), Xg)
 
 
-def kernel_matrix(kernel, X, Z=None):
-    """Dense kernel matrix ``k(X, Z)`` (``k(X, X)``, exactly symmetric, if Z is None)."""
+def kernel_matrix(kernel, X, Z=None, *, out=None, copy=None):
+    """Dense kernel matrix ``k(X, Z)`` (``k(X, X)``, exactly symmetric, if Z is None).
+
+    ``out``: a C-contiguous NumPy array of shape (n, m) and the dtype of
+    ``X`` to write the matrix into (CPU only; its contents are overwritten),
+    which is returned.  ``copy``: another such array that receives the same
+    values (in the same pass with the fused loops).
+    """
     symmetric = Z is None or Z is X
     xp, X, Z, ell = _prepare(kernel, X, X if Z is None else Z)
     impl = _module("kernel_matrix", xp)
     n, m = X.shape[0], Z.shape[0]
+    for name, a in (("out", out), ("copy", copy)):
+        if a is not None and (is_cupy_namespace(xp) or not isinstance(a, np.ndarray) or a.shape != (n, m)
+                              or a.dtype != X.dtype or not a.flags.c_contiguous or not a.flags.writeable):
+            raise ValueError(f"{name} must be a writeable C-contiguous NumPy array of shape {(n, m)} and "
+                             f"dtype {X.dtype}")
+    fused = impl is not _reference.kernel_matrix and not symmetric
     if symmetric or not _split_rows(xp, n, m) or impl is _reference.kernel_matrix:
-        return impl(kernel, X, Z, ell, xp, symmetric=symmetric)
-    out = np.empty((n, m), dtype=X.dtype)
-    map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, ell, xp, out=out[lo:hi]), n, min_rows(m))
+        if out is not None and fused:
+            return impl(kernel, X, Z, ell, xp, out=out, copy=copy)
+        K = impl(kernel, X, Z, ell, xp, symmetric=symmetric)
+        if copy is not None:
+            copy[...] = K
+        if out is None:
+            return K
+        out[...] = K
+        return out
+    if out is None:
+        out = np.empty((n, m), dtype=X.dtype)
+    map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, ell, xp, out=out[lo:hi],
+                                   copy=None if copy is None else copy[lo:hi]), n, min_rows(m))
     return out
 
 

@@ -12,8 +12,9 @@ written or read back.
 Two contractions:
 
 * Gaussian kernel with the kernel matrix ``k(Z, X)`` kept by the caller:
-  the block is formed transposed, :math:`G^T` (m x b), and
-  :func:`_gaussian_columns` reads :math:`\\varphi' = -\\varphi/2` from the
+  the products part of the block is formed transposed, :math:`G^T`
+  (m x b), :func:`_gaussian_columns` adds the thin part :math:`PQ^T`
+  (four columns per pass), reads :math:`\\varphi' = -\\varphi/2` from the
   kept matrix (no kernel evaluation) and sums over the rows in registers,
   four centers per pass over the rows (difference form, as
   :mod:`nyhopt.ops._numba`);
@@ -31,17 +32,22 @@ import numpy as np
 from .._blas import gemm_update
 from .._parallel import map_ranges, min_rows
 from ._grad import KernelGrad
-from ._numba import _LOOP, _adjoint_dense, _check_wrt, _setup, adjoint_dense
+from ._numba import _check_wrt, _setup, adjoint_dense
+from ._numba_base import _LOOP
+from ._numba_loops import _adjoint_dense
 from . import _reference
 
 __all__ = ["FACTORED_BLOCK", "adjoint_factored", "factored_matrix"]
 
 
 @numba.njit(**_LOOP)
-def _gaussian_columns(Zs, Xs, KT, GT, lo, az, ae, w):
+def _gaussian_columns(Zs, Xs, KT, GT, use_g, lo, az, ae, w, Pt, Q):
     """Adjoint sums of the columns ``lo : lo + b`` of a Gaussian ``k(Z, X)`` (centers as rows).
 
-    ``GT`` (m, b) holds the block of :math:`G^T`, ``KT`` the whole kernel
+    ``GT`` (m, b) holds the block of the products part of :math:`G^T` (read
+    when ``use_g``, else taken as zero), to which the thin part
+    :math:`(PQ^T)^T` is added here (``Pt`` (r, n) is
+    :math:`P^T`, ``Q`` (m, r); ``r = 0`` for none), ``KT`` the whole kernel
     matrix ``k(Z, X)`` (m, n), ``Zs`` the scaled centers (m, d) and ``Xs``
     the scaled rows transposed (d, n).  With :math:`W_{ij} = -\\tfrac12
     K_{ij} G_{ij}` (:math:`\\varphi' = -\\varphi/2`), four centers at a time:
@@ -51,12 +57,30 @@ def _gaussian_columns(Zs, Xs, KT, GT, lo, az, ae, w):
     """
     m, d = Zs.shape
     b = GT.shape[1]
+    nq = Q.shape[1]
     for j in range(0, m, 4):
         nj = min(4, m - j)
         for r in range(4):
             if r < nj:
+                if use_g:
+                    for i in range(b):
+                        w[r, i] = GT[j + r, i]
+                else:
+                    for i in range(b):
+                        w[r, i] = 0.0
+                q0 = nq % 4  # the odd columns one at a time, then four per pass over the row
+                for q in range(q0):
+                    qv = np.float64(Q[j + r, q])
+                    for i in range(b):
+                        w[r, i] += qv * Pt[q, lo + i]
+                for q in range(q0, nq, 4):
+                    qa, qb = np.float64(Q[j + r, q]), np.float64(Q[j + r, q + 1])
+                    qc, qd = np.float64(Q[j + r, q + 2]), np.float64(Q[j + r, q + 3])
+                    for i in range(b):
+                        w[r, i] += ((qa * Pt[q, lo + i] + qb * Pt[q + 1, lo + i])
+                                    + (qc * Pt[q + 2, lo + i] + qd * Pt[q + 3, lo + i]))
                 for i in range(b):
-                    w[r, i] = (-0.5 * KT[j + r, lo + i]) * GT[j + r, i]
+                    w[r, i] = (-0.5 * KT[j + r, lo + i]) * w[r, i]
             else:
                 for i in range(b):
                     w[r, i] = 0.0
@@ -177,9 +201,11 @@ def adjoint_factored(kernel, X, Z, products, P, Q, ell, xp, wrt=("lengthscale", 
                   and KT.flags.c_contiguous)
     Qc = None if P is None else np.ascontiguousarray(Q, dtype=dtype)
     block = FACTORED_BLOCK
-    if transposed:
+    if transposed:  # the thin part P Q^T is added inside _gaussian_columns
         Zs = np.ascontiguousarray(Zt.T)
         Xs = np.ascontiguousarray((Xc / ell_full).T)
+        Pt = np.zeros((0, n), dtype=dtype) if P is None else np.ascontiguousarray(P.T, dtype=dtype)
+        Qg = np.zeros((m, 0), dtype=dtype) if P is None else Qc
 
     def run(lo, hi):
         if transposed:
@@ -195,10 +221,12 @@ def adjoint_factored(kernel, X, Z, products, P, Q, ell, xp, wrt=("lengthscale", 
             shape = (m, e - s) if transposed else (e - s, m)
             G = buf[:m * (e - s)].reshape(shape)
             t = None if tmp is None else tmp[:m * (e - s)].reshape(shape)
-            _factored_block(products, P, Qc, s, e, G, t, transposed)
             if transposed:
-                _gaussian_columns(Zs, Xs, KT, G, s, az, ae, w)
+                if products:
+                    _factored_block(products, None, None, s, e, G, t, True)
+                _gaussian_columns(Zs, Xs, KT, G, bool(products), s, az, ae, w, Pt, Qg)
             else:
+                _factored_block(products, P, Qc, s, e, G, t, False)
                 _adjoint_dense.plain(code, Xc[s:e], ell_full, Zt, G, az, ae, gx, need_z, False, 1, 0, 1)
         return (az.T, ae) if transposed else (az[0], ae[0])
 
