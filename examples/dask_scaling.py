@@ -5,11 +5,13 @@ For each configuration -- the single-process path and
 ``w`` of ``--workers`` -- the script times
 
 * one pass ``K^T K V`` with ``K^T y`` (the product of one CG iteration),
-* one Falkon solve of exactly ``--iters`` CG iterations (tol=0), whose
+* one Falkon solve of exactly ``--iters`` CG iterations (tol=0, streaming:
+  ``gram=False``, so that every iteration is a pass), whose
   per-iteration time is reported too, with the Dask overhead per CG iteration
   (the cluster's time per iteration minus the single process's);
 * one tuning step of ``stoch-prop`` (value and gradient, ``--probes`` probes,
-  ``--iters`` CG iterations, no warm start),
+  ``--iters`` CG iterations, no warm start), with the defaults: the Gram route
+  where the placement's cost model says it pays,
 
 and writes ``dask_scaling.md`` and ``dask_scaling.csv`` under ``--out``.
 The data of the cluster runs are generated on the workers (``dask.array.random``),
@@ -93,7 +95,7 @@ def single_process(a, kernel, Z, V):
     y = np.sin(3 * X[:, 0])
     ops.normal_matvec(kernel, X[:1000], Z, V, y[:1000])  # compile
     per_pass = _median_time(lambda: ops.normal_matvec(kernel, X, Z, V, y), a.repeats)
-    solve = _solve_time(lambda: falkon_solve(kernel, X, Z, y, 1e-6, tol=0.0, maxiter=a.iters), a.iters)
+    solve = _solve_time(lambda: falkon_solve(kernel, X, Z, y, 1e-6, tol=0.0, maxiter=a.iters, gram=False), a.iters)
     return per_pass, solve, _step_time(a, X, y, Z)
 
 
@@ -112,11 +114,11 @@ def cluster(a, workers, kernel, Z, V):
         X = da.random.RandomState(0).uniform(-1, 1, size=(a.n, a.d), chunks=(chunk, a.d))
         y = da.sin(3 * X[:, 0])
         data = ShardedData(X, y, client=client)
-        op = data.bind(kernel, Z)
+        op = data.bind(kernel, Z, gram=False)  # the pass and the solve stream (the step takes "auto")
         op.normal_matvec(V, TARGETS)  # compile on the workers
         per_pass = _median_time(lambda: op.normal_matvec(V, TARGETS), a.repeats)
-        solve = _solve_time(lambda: falkon_solve_sharded(kernel, data, Z, 1e-6, tol=0.0, maxiter=a.iters),
-                            a.iters)
+        solve = _solve_time(lambda: falkon_solve_sharded(kernel, data, Z, 1e-6, tol=0.0, maxiter=a.iters,
+                                                         gram=False), a.iters)
         data.release()
         return per_pass, solve, _step_time(a, X, y, Z, client=client), -(-a.n // chunk)
 

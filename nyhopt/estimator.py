@@ -34,7 +34,7 @@ from .kernels import GaussianKernel, Kernel, make_kernel
 from .ops import kmv
 from ._fitted import NotFittedError, check_fitted as _check_fitted
 from ._fitted import as_intercept as _as_intercept, intercept_of as _intercept_of
-from .distributed._detect import any_dask_array, is_dask_array
+from .placement import on_cluster
 from .solvers import ConvergenceWarning, direct_solve, falkon_solve
 from .posterior import direct_fit, fit_variance
 from ._predictive import check_flags, set_variance, spread_columns, uncertainty
@@ -241,7 +241,7 @@ class _NystromBase(EstimatorMixin):
     def _spread(self, X, cov, include_noise):
         """Standard deviation (or covariance) of the prediction at ``X``, in the units of ``y``."""
         _check_fitted(self)
-        if is_dask_array(X):
+        if on_cluster(X):
             if cov:
                 raise ValueError("return_cov is not available for dask arrays (it is n x n); use return_std")
             from .distributed.estimator import std_dask
@@ -397,7 +397,7 @@ class NystromKRR(_NystromBase):
             A ``ValueError``: the system is not numerically positive definite
             (the message says what to change: distinct centers, a larger penalty).
         """
-        if any_dask_array(X, y):  # solver "falkon" on the Dask client
+        if on_cluster(X, y):  # solver "falkon" on the Dask client
             from .distributed.estimator import fit_dask
 
             return fit_dask(self, X, y, client=client)
@@ -455,7 +455,7 @@ class NystromKRR(_NystromBase):
         if return_std or return_cov:
             mean = self.predict(X)
             return mean, self._spread(X, return_cov, include_noise)
-        if is_dask_array(X):  # a dask array, block by block
+        if on_cluster(X):  # a dask array, block by block
             from .distributed.estimator import predict_dask
 
             return predict_dask(self, X)

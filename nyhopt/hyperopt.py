@@ -26,7 +26,7 @@ from ._estimator_params import EstimatorMixin, check_feature_names_arg
 from ._validation import check_labels, check_matrix
 from ._scaling import column_mean_std, standardize
 from .backend import get_namespace
-from .distributed._detect import is_dask_array
+from .placement import on_cluster
 from ._fitted import not_fitted_error as _not_fitted_error
 from .estimator import DataConversionWarning, _as_array, _check_X
 
@@ -124,11 +124,10 @@ class _HyperoptBase(EstimatorMixin):
         -------
         self
         """
-        from .distributed._detect import any_dask_array
         from .optim import tune
 
         names = check_feature_names_arg(feature_names, X)
-        if any_dask_array(X, y):  # "stoch-prop" regression on the current Dask client
+        if on_cluster(X, y):  # "stoch-prop" regression on the current Dask client
             from .distributed.tune import fit_hyperopt_dask
 
             fit_hyperopt_dask(self, X, y, validation, callback, tune=tune)
@@ -196,7 +195,7 @@ class _HyperoptBase(EstimatorMixin):
 
     def _transform(self, X):
         self._check_fitted()
-        if is_dask_array(X):  # a lazy dask array, standardized block by block
+        if on_cluster(X):  # a lazy dask array, standardized block by block
             from .distributed.tune import transform_dask
 
             return transform_dask(self, X)

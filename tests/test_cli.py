@@ -253,9 +253,9 @@ def test_read_only_folder_is_refused(tmp_path, regression_csv, capsys, no_work):
 
 
 def test_write_error_after_the_checks_is_one_line(tmp_path, regression_csv, capsys, monkeypatch):
-    import nyhopt.cli as cli
+    from nyhopt.cli import _paths
 
-    monkeypatch.setattr(cli, "_check_output", lambda path, option: None)
+    monkeypatch.setattr(_paths, "check_output", lambda path, option: None)
     err = _error_run(["tune", regression_csv[0], "--target", "price", "--centers", "5", "--epochs", "0",
                       "--quiet", "--out", str(tmp_path / "f" / "m.npz")], capsys)
     assert "m.npz" in err and err.count("\n") == 1
@@ -300,9 +300,9 @@ class _FakeDevice:
 
 
 def test_device_cpu_and_auto_without_gpu(tmp_path, regression_csv, monkeypatch):
-    import nyhopt.cli as cli
+    from nyhopt.cli import _device
 
-    monkeypatch.setattr(cli, "_gpu_module", lambda: None)
+    monkeypatch.setattr(_device, "gpu_module", lambda: None)
     path = regression_csv[0]
     for device in ("cpu", "auto"):
         model = tmp_path / f"{device}.npz"
@@ -312,9 +312,9 @@ def test_device_cpu_and_auto_without_gpu(tmp_path, regression_csv, monkeypatch):
 
 
 def test_device_gpu_without_gpu_is_a_usage_error(regression_csv, capsys, monkeypatch):
-    import nyhopt.cli as cli
+    from nyhopt.cli import _device
 
-    monkeypatch.setattr(cli, "_gpu_module", lambda: None)
+    monkeypatch.setattr(_device, "gpu_module", lambda: None)
     for cmd in (["tune", regression_csv[0], "--target", "price"], ["predict", "m.npz", regression_csv[0]],
                 ["demo"]):
         err = _error_run(cmd + ["--device", "gpu"], capsys)
@@ -323,7 +323,7 @@ def test_device_gpu_without_gpu_is_a_usage_error(regression_csv, capsys, monkeyp
 
 def test_gpu_path_through_the_seam(tmp_path, monkeypatch, capsys):
     """The GPU code path with a stand-in device: text labels stay on the host, results come back."""
-    import nyhopt.cli as cli
+    from nyhopt.cli import _device
 
     rng = np.random.default_rng(3)
     X = rng.normal(size=(120, 2))
@@ -335,7 +335,7 @@ def test_gpu_path_through_the_seam(tmp_path, monkeypatch, capsys):
     assert main(["predict", str(tmp_path / "cpu.npz"), path, "--device", "cpu", "--out", str(cpu_pred)]) == 0
 
     fake = _FakeDevice()
-    monkeypatch.setattr(cli, "_gpu_module", lambda: fake)
+    monkeypatch.setattr(_device, "gpu_module", lambda: fake)
     assert main(args + ["--device", "gpu", "--out", str(tmp_path / "gpu.npz")]) == 0
     assert fake.to_device >= 2 and fake.to_host >= 1
     assert load_model(tmp_path / "gpu.npz").classes_.tolist() == ["neg", "pos"]

@@ -30,12 +30,14 @@ def client():
 
 @pytest.fixture(autouse=True)
 def streaming_reference(monkeypatch):
-    """One-process references stream as the cluster does (see tests/test_distributed.py)."""
+    """The cluster and the one-process references stream (see tests/test_distributed.py)."""
+    from nyhopt.distributed import _cost
     from nyhopt.objectives import stoch_prop
     from nyhopt.ops import operator
 
     monkeypatch.setattr(operator, "gram_pays", lambda *args, **kwargs: False)
     monkeypatch.setattr(stoch_prop, "gram_pays", lambda *args, **kwargs: False)
+    monkeypatch.setattr(_cost, "cluster_gram_pays", lambda *args, **kwargs: False)
     with nh.cache_budget(0):
         yield
 

@@ -13,6 +13,7 @@ import pytest
 
 import nyhopt as nh
 from nyhopt import cli
+from nyhopt.cli import _demo
 from nyhopt.io import load_model, save_model
 
 pd = pytest.importorskip("pandas")
@@ -224,6 +225,6 @@ def test_demo_speaks_before_the_slow_imports(monkeypatch):
         assert out.getvalue().startswith("nyhopt demo: ")
         raise cli.CLIError("stop here")
 
-    monkeypatch.setattr(cli, "digits_split", split)
+    monkeypatch.setattr(_demo, "digits_split", split)
     with pytest.raises(cli.CLIError, match="stop here"):
         cli.run_demo(centers=10, epochs=0, stream=out)

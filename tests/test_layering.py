@@ -156,3 +156,50 @@ def test_circle_finder_sees_a_function_level_circle(tmp_path):
 def test_no_import_circles():
     circles = _circles(_module_graph())
     assert not circles, "import circles: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+# -- one module decides where the data live -------------------------------------------------------------
+DETECTORS = {"nyhopt.distributed._detect"}
+DETECTOR_NAMES = {"is_dask_array", "any_dask_array", "refuse_dask_objective"}
+
+
+def _asks_array_kind(path, root=ROOT):
+    """Whether ``path`` imports the dask-array detection (the module, or its names from ``nyhopt.distributed``)."""
+    package = ".".join(path.relative_to(root).parent.parts)
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom):
+            stem = node.module or ""
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                stem = ".".join(base + ([node.module] if node.module else []))
+            names = {alias.name for alias in node.names}
+            if stem in DETECTORS or any(f"{stem}.{n}" in DETECTORS for n in names):
+                return True
+            if stem == "nyhopt.distributed" and names & DETECTOR_NAMES:
+                return True
+        elif isinstance(node, ast.Import) and any(alias.name in DETECTORS for alias in node.names):
+            return True
+    return False
+
+
+def test_detector_finder_sees_the_import_forms(tmp_path):
+    pkg = tmp_path / "nyhopt" / "optim"
+    pkg.mkdir(parents=True)
+    for source, asks in [("from ..distributed._detect import is_dask_array", True),
+                         ("from ..distributed import _detect", True),
+                         ("from ..distributed import any_dask_array", True),
+                         ("import nyhopt.distributed._detect", True),
+                         ("from ..placement import on_cluster", False),
+                         ("from ..distributed.tune import setup_dask", False)]:
+        (pkg / "probe.py").write_text(source + "\n")
+        assert _asks_array_kind(pkg / "probe.py", tmp_path) is asks, source
+
+
+def test_only_placement_asks_what_kind_of_array_it_holds():
+    """Outside ``nyhopt.distributed``, only ``nyhopt.placement`` looks at the arrays' kind: every other module
+    asks it (docs/dev/architecture.md, "Adding a placement")."""
+    allowed = {PACKAGE / "placement.py"}
+    bad = sorted(str(p.relative_to(ROOT)) for p in ALL_FILES
+                 if p not in allowed and (PACKAGE / "distributed") not in p.parents and _asks_array_kind(p))
+    assert not bad, f"{bad} import the dask-array detection: ask nyhopt.placement instead"

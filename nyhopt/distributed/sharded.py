@@ -33,7 +33,7 @@ from .._validation import check_matrix
 from ..ops.operator import FitPass, check_policy
 from ..kernels import Kernel, KernelGrad
 from ..kernels._base import check_finite_grad
-from . import _blocks
+from . import _blocks, _cost
 from ._detect import is_dask_array
 from ._handles import Broadcast, KeptBlocks, who_has
 from .reducer import DaskTreeReducer, Reducer
@@ -405,9 +405,11 @@ class ShardedOperator:
         block returns its ``m x m`` partial of :math:`K^T K` (and of
         :math:`K^T Y`), summed by the reducer; later normal products are
         :math:`G V` on the driver, with no pass.  ``True`` forms it at the
-        first normal product; ``"auto"`` and ``False`` stream (an ``m x m``
-        float64 partial per block costs network and memory that the CPU
-        rule of :func:`~nyhopt.ops.operator.gram_pays` does not price).
+        first normal product; ``"auto"`` streams until the normal products
+        streamed so far cost as much as the Gram pass by the cluster's cost
+        model (:func:`nyhopt.distributed._cost.cluster_gram_pays`: the
+        rounds of tasks saved against the ``m x m`` partials' reduction),
+        then forms it; ``False`` always streams.
     owns_data : bool, default False
         :meth:`close` releases ``data``.
     """
@@ -428,6 +430,7 @@ class ShardedOperator:
         self.passes = 0
         self.gram = self.gram_rhs = None
         self.gram_policy = check_policy(gram, "gram")
+        self._streamed, self._slots = 0, None
         self._owns = owns_data
         self._shared = data.broadcast((kernel, self.Z))
 
@@ -465,11 +468,21 @@ class ShardedOperator:
         self.gram_rhs = KtU
         return KtU
 
+    def _wants_gram(self, k):
+        if self.gram is not None or self.gram_policy is False:
+            return False
+        if self.gram_policy is True:
+            return True
+        if self._slots is None:
+            self._slots = _cost.worker_slots(self.data.client)
+        return _cost.cluster_gram_pays(self.data.n, self.shape[1], k, self._streamed, len(self.data.blocks),
+                                       self._slots)
+
     def normal_matvec(self, V, U=None, kv=False):
         """``(K^T K V, K^T U or None)`` (float64, m x k), plus ``K V`` as a dask array when ``kv``."""
         V2 = self._v(V)
         KtU = None
-        if self.gram is None and self.gram_policy is True:
+        if self._wants_gram(V2.shape[1]):
             KtU = self.form_gram(U)
             U = None
         if self.gram is not None:
@@ -479,6 +492,7 @@ class ShardedOperator:
             return (KtKV, KtU, self.kmv(V2)) if kv else (KtKV, KtU)
         use_y = self._check_u(U)
         self.passes += 1
+        self._streamed += 1
         out = self.data.reduce(_blocks.block_normal, self._shared, self.data.operand(V2), use_y, kv, keep=kv)
         if not kv:
             return out

@@ -23,8 +23,7 @@ from __future__ import annotations
 import importlib
 import inspect
 
-from ..backend import as_native
-from ..distributed._detect import any_dask_array, refuse_dask_objective
+from ..placement import as_placed, check_objective
 
 from ._base import Cotangents, EvalContext, Evaluation, KernelCotangent, Objective, params_gradient
 from .creg import CReg
@@ -129,16 +128,13 @@ def make_objective(name, X, y, kernel="gaussian", **options) -> Objective:
     ValueError: unknown option(s) ['folds'] for objective 'holdout'; valid options: ['mean', 'noise_variance', 'random_state', 'val_fraction']
     """
     cls = _lookup(name)
-    dask = any_dask_array(X, y)
-    if dask:  # "stoch-prop" on the cluster (takes client=); the exact objectives refuse
-        refuse_dask_objective(cls.name)  # the exact objectives need the rows on one machine
+    check_objective(cls.name, X, y)  # the exact objectives need the rows on one machine
     sig = inspect.signature(cls.__init__)
     if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
         valid = sorted(set(sig.parameters) - _FIXED)
         unknown = sorted(set(options) - set(valid))
         if unknown:
             raise ValueError(f"unknown option(s) {unknown} for objective {cls.name!r}; valid options: {valid}")
-    if dask:
-        return cls(X, y, kernel=kernel, **options)
-    return cls(as_native(X, "X"), as_native(y, "y"), kernel=kernel, **options)
+    X, y = as_placed(X, y)
+    return cls(X, y, kernel=kernel, **options)
 

@@ -108,10 +108,11 @@ import numpy as np
 from ..ops import kernel_matrix
 from ..ops.cached import cache_storage
 from ..ops.half import STORAGE as STORAGE_16
-from ..ops.operator import KernelOperator, column_stats, gram_pays  # noqa: F401 (column_stats: named here before)
+from ..ops.operator import KernelOperator, column_stats, gram_pays  # noqa: F401 (named here before)
 from ._exact import gram, solve_lower_inplace
 from ..solvers import jitter
 from ..solvers._linalg import add_to_diagonal, cholesky_adjoint, cholesky_upper, solve_triangular
+from .. import placement
 from ..placement import kernel_operator, place_data
 from ..solvers.falkon import ConvergenceWarning, FalkonPreconditioner, falkon_operator_solve
 from .._validation import check_positive, reject_bool
@@ -315,8 +316,9 @@ class StochasticProp(Objective):
         gram = self.gram
         if gram == "auto":
             expected = EXPECTED_ITERATIONS if self.last_solve is None else max(self.last_solve.iterations, 1)
-            gram = gram_pays(m, self.n_probes + self.p + self._n_ones, expected, xp, dtype=self.X.dtype,
-                             held=cache is not None)
+            source = self.X if self.data is None else self.data  # the placement prices the passes
+            gram = placement.gram_pays(source, m, self.n_probes + self.p + self._n_ones, expected, xp,
+                                       dtype=self.X.dtype, held=cache is not None)
         return cache, gram
 
     def _cpu_engine(self, params):
@@ -425,8 +427,6 @@ class StochasticProp(Objective):
         if self.mean == "constant" and self.value_form != "energy":
             raise ValueError("mean='constant' needs value_form='energy' (the constant is profiled on the "
                              "energy forms)")
-        if self.gram == "auto":  # on a cluster the Gram route is asked for (ShardedOperator); "auto" streams
-            self.gram = False
         self.seed = _seed(random_state)
         t = self.n_probes
         self.data = data.derive(block_with_probes, self.seed, t, self.probe_kind, STREAM_PROBES,

@@ -17,7 +17,7 @@ import numpy as np
 from .._centers import as_generator
 from .._scaling import pow2_scale
 from ..backend import get_namespace
-from ..distributed._detect import is_dask_array
+from ..placement import take_rows
 
 __all__ = ["median_heuristic", "initial_centers", "gather_rows"]
 
@@ -39,10 +39,7 @@ def gather_rows(X, idx, client=None):
     array of shape (len(idx), d)
         NumPy or CuPy (the chunks' type for a dask ``X``).
     """
-    if not is_dask_array(X):
-        return X if idx is None else X[get_namespace(X).asarray(idx)]
-    rows = X if idx is None else X[idx]
-    return client.compute(rows).result() if client is not None else rows.compute()
+    return take_rows(X, idx, client)
 
 
 def median_heuristic(X, max_samples: int = 1000, random_state=0, client=None) -> float:

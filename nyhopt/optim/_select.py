@@ -58,8 +58,8 @@ import numpy as np
 
 from .._validation import check_labels, check_matrix
 from ..backend import as_native, get_namespace, to_numpy
-from ..distributed._detect import any_dask_array, refuse_dask_objective
 from ..params import Params
+from ..placement import check_objective, on_cluster
 from ._history import History
 from ._init import as_generator
 from ._setup import check_dtype, initial_params, split_validation
@@ -291,8 +291,8 @@ def tune_by_validation(tune, options):
         raise ValueError("objective lists candidates to choose by validation error: give validation= "
                          f"({_VALIDATION_KINDS})")
     X, y = options["X"], options["y"]
-    if any_dask_array(X, y):
-        refuse_dask_objective(names[0])  # an exact candidate: named in the error
+    if on_cluster(X, y):
+        check_objective(names[0], X, y)  # an exact candidate: named in the error
         raise ValueError("choosing the objective among candidates by validation error needs the rows on one "
                          "machine; on dask arrays tune with objective='stoch-prop'")
 

@@ -13,10 +13,9 @@ import numpy as np
 
 from .._centers import fit_centers
 from .._validation import check_lengthscale, check_matrix
-from ..backend import get_namespace, to_numpy
-from ..distributed._detect import is_dask_array
 from ..kernels import Kernel
 from ..params import Params
+from ..placement import driver_array
 from ._init import initial_centers, median_heuristic
 
 __all__ = ["check_dtype", "split_validation", "initial_params", "default_noise_variance", "build_objective"]
@@ -54,8 +53,7 @@ def _take(y, host_idx, dev_idx):
 def initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, xp, client=None):
     """The starting :class:`~nyhopt.Params` of a tuning run (penalty ``1/n``, median-heuristic lengthscales,
     centers drawn from the rows by ``rng``, unless given); see :func:`nyhopt.tune`."""
-    # For a dask X (xp is NumPy): rows are gathered by index and the centers live on the host.
-    on_dask = is_dask_array(X)
+    # For data on a cluster (xp is NumPy): rows are gathered by index and the centers live on the host.
     n, d = X.shape
     lam = 1.0 / n if penalty is None else penalty
     if lengthscale is None and isinstance(kernel, Kernel):
@@ -71,16 +69,11 @@ def initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, xp, clien
     elif not ard and ell.size != 1:
         raise ValueError("ard=False means one lengthscale shared by all features; give a scalar lengthscale")
     if isinstance(centers, numbers.Integral) and not isinstance(centers, bool):
-        Z = initial_centers(X, fit_centers(int(centers), n), rng, client=client)
-        if on_dask:
-            Z = to_numpy(Z)
+        Z = driver_array(X, initial_centers(X, fit_centers(int(centers), n), rng, client=client))
     elif isinstance(centers, (bool, np.bool_, str, float)) or centers is None:
         raise TypeError(f"centers must be an int or an array of shape (m, {d}), got {centers!r}")
     else:
-        if on_dask:
-            centers = to_numpy(centers)
-        else:
-            get_namespace(X, centers)  # TypeError when host and device are mixed
+        centers = driver_array(X, centers)  # TypeError when host and device are mixed
         Z = check_matrix(centers, "centers", xp, dtype=np.float64, n_features=d)
         if Z.shape[0] > n:
             raise ValueError(f"centers has {Z.shape[0]} rows, more than the {n} training rows")

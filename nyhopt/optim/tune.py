@@ -28,9 +28,9 @@ import numpy as np
 from .._estimator_params import check_feature_names_arg
 from .._validation import check_labels, check_matrix, check_real
 from ..backend import as_native, get_namespace
-from ..distributed._detect import any_dask_array
 from ..kernels import Kernel, make_kernel
 from ..params import Params
+from ..placement import on_cluster
 from . import adam
 from ._history import History, TuneRecord
 from ._init import as_generator
@@ -454,7 +454,7 @@ def _start(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, rng, 
     kw = dict(objective=objective, centers=centers, penalty=penalty, lengthscale=lengthscale, kernel=kernel,
               ard=ard, rng=rng, validation=validation, task=task, dtype=dtype, solver=solver,
               objective_options=objective_options, track_errors=track_errors, client=client)
-    if any_dask_array(X, y):
+    if on_cluster(X, y):
         from ..distributed.tune import setup_dask  # dask is optional: imported only for dask arrays
 
         X, y, X_val, task, enc, params, template, obj, solver, tracker, client = setup_dask(X, y, **kw)

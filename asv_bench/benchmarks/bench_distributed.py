@@ -1,0 +1,59 @@
+"""One ``stoch-prop`` step on a Dask ``LocalCluster``: the Gram route against streaming.
+
+n = 60000, d = 8, m = 400, t = 20 probes, float64, 4 row blocks on 2 worker
+processes of one thread each (docs/scaling-out.md, "The Gram route on a
+cluster").  ``gram="auto"`` (the default) takes the Gram route here: one pass
+of ``m x m`` partials, then CG iterations without passes; ``gram=False``
+makes one pass (a round of tasks) per CG iteration.  Measured on the 2-core
+machine of docs/scaling-out.md with these bodies: 0.75 s (3 passes) against
+3.02 s (23 passes), quiet; 1.12 s against 6.90 s while loaded.
+
+Skipped when dask or distributed is not installed.
+"""
+import numpy as np
+
+
+class StochPropLocalCluster:
+    params = [["auto", False]]
+    param_names = ["gram"]
+    timeout = 600
+    number = 1
+    repeat = (3, 7, 120.0)
+
+    def setup(self, gram):
+        try:
+            import dask.array as da
+            import distributed
+        except ImportError:  # pragma: no cover
+            raise NotImplementedError("dask and distributed are needed")
+        import nyhopt as nh
+
+        self.cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                                dashboard_address=":0",
+                                                env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+        self.client = distributed.Client(self.cluster)
+        rng = np.random.default_rng(0)
+        n, m = 60000, 400
+        X = rng.uniform(-1, 1, (n, 8))
+        y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=n)
+        Xd, yd = da.from_array(X, chunks=(n // 4, 8)), da.from_array(y, chunks=(n // 4,))
+        self.obj = nh.make_objective("stoch-prop", Xd, yd, kernel="gaussian", random_state=0, warm_start=False,
+                                     gram=gram, client=self.client)
+        self.theta = nh.Params.from_natural(1e-4, np.full(8, 0.7), X[:m])
+        self.obj.value_and_grad(self.theta)  # compilation on the workers
+
+    def teardown(self, gram):
+        self.obj.release()
+        self.client.close()
+        self.cluster.close()
+
+    def time_cold_step(self, gram):
+        self.obj.reset()
+        self.obj.value_and_grad(self.theta)
+
+    def track_passes(self, gram):
+        self.obj.reset()
+        self.obj.value_and_grad(self.theta)
+        return self.obj.last_solve.passes
+
+    track_passes.unit = "passes over K"

@@ -1,0 +1,53 @@
+"""``--device``: the array module of a command (NumPy, or CuPy on a usable GPU)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._common import CLIError
+
+
+DEVICES = ("auto", "cpu", "gpu")
+
+
+def gpu_module():
+    """CuPy when it reports a usable CUDA device, else ``None``.
+
+    The one place that decides whether the GPU path runs: tests replace it with a stand-in
+    module (``asarray``/``asnumpy``) to follow that path without a GPU.
+    """
+    from ..backend import cupy_or_none, gpu_available
+
+    return cupy_or_none() if gpu_available() else None
+
+
+def array_module(device):
+    """``numpy`` for the CPU, the CuPy module for the GPU (``device`` in :data:`DEVICES`)."""
+    if device == "cpu":
+        return np
+    cp = gpu_module()
+    if cp is not None:
+        return cp
+    if device == "gpu":
+        raise CLIError("--device gpu: no usable CUDA GPU (CuPy is not installed or sees no device; "
+                       "see 'nyhopt info')")
+    return np
+
+
+def to_host(a, xp):
+    return a if xp is np else np.asarray(xp.asnumpy(a))
+
+
+def model_to(model, xp):
+    """Move the fitted arrays of ``model`` (and of its inner ``model_``) to ``xp``'s device.
+
+    Class labels stay on the host: CuPy cannot hold text.
+    """
+    if xp is np:
+        return model
+    for obj in (model, getattr(model, "model_", None)):
+        if obj is None:
+            continue
+        for name, value in list(vars(obj).items()):
+            if name != "classes_" and isinstance(value, np.ndarray) and value.dtype.kind in "fiu":
+                setattr(obj, name, xp.asarray(value))
+    return model

@@ -1,0 +1,99 @@
+"""``nyhopt predict``: predictions of a saved model for the rows of a CSV."""
+from __future__ import annotations
+
+import csv
+import sys
+import warnings
+
+import numpy as np
+
+from .._compile_notice import compile_notice
+from . import _paths
+from ._common import CLIError
+from ._device import array_module, model_to, to_host
+
+
+def cmd_predict(args) -> int:
+    from ..io import DataError, column_index, load_model, numeric_columns, read_csv
+
+    if args.out:
+        _paths.check_output(args.out, "--out")
+    xp = array_module(args.device)
+    model = load_model(args.model)
+    table = read_csv(args.data, delimiter=args.delimiter)
+    meta = getattr(model, "meta_", {})
+    names = meta.get("feature_names")
+    d = model.n_features_in_
+    if names is not None:
+        names = [str(s) for s in np.atleast_1d(names)]
+        missing = [s for s in names if s not in table.names]
+        if missing:
+            raise DataError(f"{table.path} lacks the column(s) {missing} that the model was trained on; "
+                            f"its columns are {table.names}")
+        cols = [column_index(table, s) for s in names]
+    elif len(table.names) == d:
+        cols = list(range(d))
+    else:
+        raise DataError(f"the model expects {d} feature columns but {table.path} has {len(table.names)}")
+    X = numeric_columns(table, cols, dtype=np.float64)
+    if args.std and getattr(model, "classes_", None) is not None:
+        raise CLIError("--std is for regression models; this model is a classifier")
+    if args.std and getattr(getattr(model, "model_", model), "variance_model_", None) is None:
+        raise CLIError(f"{args.model} holds no variance model (saved by an older nyhopt, or fitted with "
+                       "predictive_variance=False): run 'nyhopt tune' again to get --std")
+    model = model_to(model, xp)
+    std = None
+    if args.std:
+        pred, std = (to_host(a, xp) for a in model.predict(xp.asarray(X), return_std=True))
+    else:
+        pred = predict_on(model, xp.asarray(X), xp)
+    target = str(meta.get("target_name", "prediction")) or "prediction"
+    if pred.ndim == 2:
+        header = [f"{target}_{k}" for k in range(pred.shape[1])]
+        rows = pred.tolist()
+        if std is not None:
+            header += [f"{name}_std" for name in header]
+            rows = [r + s for r, s in zip(rows, std.tolist())]
+    else:
+        header = [target]
+        rows = [[v] for v in pred.tolist()]
+        if std is not None:
+            header.append(f"{target}_std")
+            rows = [r + [s] for r, s in zip(rows, std.tolist())]
+
+    def cell(v):
+        return repr(v) if isinstance(v, float) else str(v)
+
+    stream = open(args.out, "w", newline="") if args.out else sys.stdout
+    try:
+        writer = csv.writer(stream, lineterminator="\n")
+        writer.writerow(header)
+        for row in rows:
+            writer.writerow([cell(v) for v in row])
+    finally:
+        if args.out:
+            stream.close()
+    if args.out:
+        print(f"{len(rows)} predictions written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def predict_on(model, X, xp):
+    """``model.predict(X)`` as a NumPy array; classes are looked up on the host.
+
+    ``X`` holds the model's columns in its order (chosen by name by the caller), so the model's
+    ``feature_names_in_`` is not checked against an array without names.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="X does not have valid feature names", category=UserWarning)
+        with compile_notice():
+            return predict_array(model, X, xp)
+
+
+def predict_array(model, X, xp):
+    classes = getattr(model, "classes_", None)
+    if xp is np or classes is None:
+        return to_host(model.predict(X), xp)
+    scores = to_host(model.decision_function(X), xp)
+    index = (scores > 0).astype(np.intp) if scores.ndim == 1 else np.argmax(scores, axis=1)
+    return np.asarray(classes)[index]
