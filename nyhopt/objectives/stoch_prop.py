@@ -115,9 +115,8 @@ from ..solvers._linalg import add_to_diagonal, cholesky_adjoint, cholesky_upper,
 from .. import placement
 from ..placement import kernel_operator, place_data
 from ..solvers.falkon import ConvergenceWarning, FalkonPreconditioner, falkon_operator_solve
-from .._validation import check_positive, reject_bool
-from ..kernels import make_kernel
-from ._base import Cotangents, Evaluation, KernelCotangent, Objective, check_mean
+from ._base import Cotangents, Evaluation, KernelCotangent, Objective
+from ._stoch_cluster import init_on_cluster
 from ._stoch_mean import constant_gamma, profile_constant
 from ._stoch_options import (  # noqa: F401 (named here: the options' public home)
     DEFAULT_MAXITER,
@@ -362,9 +361,9 @@ class StochasticProp(Objective):
     ):
         self.data = place_data(X, y, client=client)
         if self.data is not None:
-            self._init_sharded(y, kernel, n_probes, probes, trace_estimator, effective_dimension_estimator,
-                               sketch_size, n_rows, tol, maxiter, warm_start, normalization, value_form, gradient,
-                               kernel_cache, gram, mean, noise_variance, random_state)
+            init_on_cluster(self, y, kernel, n_probes, probes, trace_estimator, effective_dimension_estimator,
+                            sketch_size, n_rows, tol, maxiter, warm_start, normalization, value_form, gradient,
+                            kernel_cache, gram, mean, noise_variance, random_state)
             return
         super().__init__(X, y, kernel, mean=mean, noise_variance=noise_variance, random_state=random_state)
         self._set_options(n_probes, probes, trace_estimator, effective_dimension_estimator, sketch_size,
@@ -390,54 +389,6 @@ class StochasticProp(Objective):
             self._G = probe_rows(self.seed, self.n_probes - self.sketch_size, 0, n, self.probe_kind,
                                  stream=STREAM_HUTCHPP, dtype=dt, xp=xp)
         self._W = None if self.probes is None else self._stack(self.probes)
-        self._beta = None
-        self._rows_cache = None
-        self.last_solve = None
-        self.last_terms = None
-
-    def _init_sharded(self, y, kernel, n_probes, probes, trace_estimator, effective_dimension_estimator,
-                      sketch_size, n_rows, tol, maxiter, warm_start, normalization, value_form, gradient,
-                      kernel_cache, gram, mean, noise_variance, random_state):
-        """The objective on data persisted on a cluster (``self.data``): probes drawn on the workers."""
-        mean = check_mean(mean, self.default_mean)
-        for name, value, ok in (("effective_dimension_estimator", effective_dimension_estimator, "hutchinson"),
-                                ("trace_estimator", trace_estimator, "rows")):
-            if value != ok:
-                raise ValueError(f"{name}={value!r} is not available on dask arrays (it needs n-sized work on "
-                                 f"the driver); use {name}={ok!r}")
-        if kernel_cache is not False and not (isinstance(kernel_cache, str) and kernel_cache == "auto"):
-            raise ValueError(f"kernel_cache={kernel_cache!r} is not available on dask arrays (the passes "
-                             "stream on the workers); use kernel_cache='auto' or False")
-        data = self.data
-        if data.p == 0:
-            raise ValueError("y is None; stoch-prop needs targets")
-        from ..distributed._blocks import block_with_ones, block_with_probes  # optional: only with data on a cluster
-        from ..distributed.sharded import TARGETS
-        from ._trace import derive_seed as _seed
-
-        self.n, self.p, self._y_was_1d = data.n, data.p, getattr(y, "ndim", 2) == 1
-        self.xp = np
-        self.X = np.empty((0, data.d), dtype=data.dtype)  # the rows are on the workers
-        self.kernel = make_kernel(kernel)
-        self.noise_variance = check_positive(noise_variance, "noise_variance")
-        self.random_state = reject_bool(random_state, "random_state")
-        self.mean, self.last_intercept = mean, None
-        self._set_options(n_probes, probes, trace_estimator, effective_dimension_estimator, sketch_size,
-                          n_rows, tol, maxiter, warm_start, normalization, value_form, gradient, False, gram)
-        if self.mean == "constant" and self.value_form != "energy":
-            raise ValueError("mean='constant' needs value_form='energy' (the constant is profiled on the "
-                             "energy forms)")
-        self.seed = _seed(random_state)
-        t = self.n_probes
-        self.data = data.derive(block_with_probes, self.seed, t, self.probe_kind, STREAM_PROBES,
-                                per_block=[(s,) for s in data.row_starts])
-        data.release()
-        if self._n_ones:
-            with_probes, self.data = self.data, self.data.derive(block_with_ones)
-            with_probes.release()
-        self.probes = TraceProbes(None, np.full(t, 1.0 / t), "hutchinson", 0)
-        self._W = TARGETS  # [R | Y] ([R | Y | 1] with the constant), persisted with the rows
-        self._G = None
         self._beta = None
         self._rows_cache = None
         self.last_solve = None
