@@ -30,7 +30,7 @@ import distributed
 import numpy as np
 
 from .._validation import check_matrix
-from ..ops.operator import FitPass, check_policy
+from ..ops.operator import FitPass, check_policy, gram_now
 from ..kernels import Kernel, KernelGrad
 from ..kernels._base import check_finite_grad
 from . import _blocks, _cost
@@ -469,14 +469,13 @@ class ShardedOperator:
         return KtU
 
     def _wants_gram(self, k):
-        if self.gram is not None or self.gram_policy is False:
-            return False
-        if self.gram_policy is True:
-            return True
+        return gram_now(self, lambda: _cost.cluster_gram_pays(self.data.n, self.shape[1], k, self._streamed,
+                                                              len(self.data.blocks), self._worker_slots()))
+
+    def _worker_slots(self):
         if self._slots is None:
             self._slots = _cost.worker_slots(self.data.client)
-        return _cost.cluster_gram_pays(self.data.n, self.shape[1], k, self._streamed, len(self.data.blocks),
-                                       self._slots)
+        return self._slots
 
     def normal_matvec(self, V, U=None, kv=False):
         """``(K^T K V, K^T U or None)`` (float64, m x k), plus ``K V`` as a dask array when ``kv``."""

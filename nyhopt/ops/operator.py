@@ -67,7 +67,7 @@ from . import gram as _gram
 from .gram import gram_matrix
 
 __all__ = ["KernelOperator", "FitPass", "LowRankCotangent", "column_stats", "check_policy", "GRAM_GAIN",
-           "gram_pays", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S", "GPU_GRAM8_S", "GPU_GRAM64_S", "GPU_PRODUCT_S",
+           "gram_pays", "gram_now", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S", "GPU_GRAM8_S", "GPU_GRAM64_S", "GPU_PRODUCT_S",
            "GPU_GRAM_BYTES"]
 
 #: Ratio of the machine's speed on the Gram matrix's rank updates to its speed on the
@@ -134,6 +134,18 @@ def gram_pays(m, k, products, xp=np, *, dtype=np.float32, held=False, free_bytes
     a = {"int8": GPU_GRAM8_S, "float16": GPU_GRAM_S}.get(route, GPU_GRAM64_S)
     e = 0.0 if held else GPU_EVAL_S
     return products * (e + GPU_PRODUCT_S * k) >= e + a * m
+
+
+def gram_now(op, pays) -> bool:
+    """Whether operator ``op`` forms :math:`G` before its next normal product (the ski-rental rule).
+
+    Never once formed or with ``gram_policy`` False, always with True; with
+    ``"auto"`` when ``pays()`` (the placement's price of the Gram pass against
+    the products streamed so far) says so.
+    """
+    if op.gram is not None or op.gram_policy is False:
+        return False
+    return op.gram_policy is True or bool(pays())
 
 
 class FitPass(NamedTuple):
@@ -351,11 +363,8 @@ class KernelOperator:
         return KtU
 
     def _wants_gram(self, k):
-        if self.gram is not None or self.gram_policy is False:
-            return False
-        if self.gram_policy is True:
-            return True
-        return gram_pays(self.Z.shape[0], k, self._streamed, self.xp, dtype=self.X.dtype, held=self.cache is not None)
+        return gram_now(self, lambda: gram_pays(self.Z.shape[0], k, self._streamed, self.xp, dtype=self.X.dtype,
+                                                held=self.cache is not None))
 
     def kmv(self, V):
         """:math:`K V`, (n, k) in the data dtype."""
