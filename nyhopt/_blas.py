@@ -12,8 +12,8 @@ CPU BLAS/LAPACK call of nyhopt in NumPy's library removes the contention:
 
 * products are NumPy's ``@``; Cholesky factors are :func:`numpy.linalg.cholesky`;
 * Cholesky factors written in place (:func:`potrf`), triangular solves
-  (:func:`trsm`; NumPy has no public one) and in-place ``C += A B^T``
-  updates (:func:`gemm_update`) call the LAPACKE/CBLAS symbols of NumPy's
+  (:func:`trsm`; NumPy has no public one), triangular products
+  (:func:`trmm`) and in-place ``C += A B^T`` updates (:func:`gemm_update`) call the LAPACKE/CBLAS symbols of NumPy's
   bundled OpenBLAS through :mod:`ctypes`.
 
 When NumPy's BLAS cannot be located (NumPy built against MKL, Accelerate or
@@ -39,7 +39,7 @@ import os
 
 import numpy as np
 
-__all__ = ["potrf", "trsm", "gemm_update", "numpy_blas_available"]
+__all__ = ["potrf", "trsm", "trmm", "gemm_update", "numpy_blas_available"]
 
 # CBLAS enumerations.
 _ROW_MAJOR, _NO_TRANS, _TRANS, _UPPER, _LOWER, _NON_UNIT, _LEFT, _RIGHT = 101, 111, 112, 121, 122, 131, 141, 142
@@ -50,10 +50,10 @@ _COL_MAJOR = 102
 
 
 class _Cblas:
-    """``?trsm`` and ``?gemm`` of one loaded library, for float32 and float64."""
+    """``?potrf``, ``?trsm``, ``?trmm`` and ``?gemm`` of one loaded library, for float32 and float64."""
 
     def __init__(self, lib, pattern, blasint):
-        self.trsm, self.gemm, self.potrf = {}, {}, {}
+        self.trsm, self.trmm, self.gemm, self.potrf = {}, {}, {}, {}
         enum = ctypes.c_int
         for prefix, ctype in (("s", ctypes.c_float), ("d", ctypes.c_double)):
             dtype = np.dtype(np.float32 if prefix == "s" else np.float64)
@@ -65,6 +65,10 @@ class _Cblas:
             fn.restype = None
             fn.argtypes = [enum] * 5 + [blasint] * 2 + [ctype, ctypes.c_void_p, blasint, ctypes.c_void_p, blasint]
             self.trsm[dtype] = fn
+            fn = getattr(lib, pattern.format("cblas_" + prefix + "trmm"))
+            fn.restype = None
+            fn.argtypes = [enum] * 5 + [blasint] * 2 + [ctype, ctypes.c_void_p, blasint, ctypes.c_void_p, blasint]
+            self.trmm[dtype] = fn
             fn = getattr(lib, pattern.format("cblas_" + prefix + "gemm"))
             fn.restype = None
             fn.argtypes = ([enum] * 3 + [blasint] * 3 + [ctype, ctypes.c_void_p, blasint, ctypes.c_void_p, blasint,
@@ -235,6 +239,48 @@ def trsm(T, B, *, lower=True, trans=False, overwrite_b=False):
     res = Bc.T if b_flipped else Bc
     if not np.shares_memory(res, out2):
         out2[...] = res
+    return out
+
+
+def trmm(T, B, *, lower=True, trans=False, right=False, alpha=1.0):
+    """``alpha * op(T) @ B`` (or ``alpha * B @ op(T)`` with ``right``) for a triangular ``T`` (k, k).
+
+    Parameters
+    ----------
+    T : ndarray (k, k), float64 or float32
+        Triangular matrix; only the triangle named by ``lower`` is read (the
+        other is taken as zero).
+    B : ndarray (k, r), or (r, k) with ``right``
+        Not modified.
+    lower : bool, default True
+    trans : bool, default False
+        Use :math:`T^T` instead of :math:`T`.
+    right : bool, default False
+        Multiply from the right.
+    alpha : float, default 1.0
+
+    Returns
+    -------
+    ndarray
+        A new C-contiguous array in the result dtype of ``T`` and ``B``: the
+        product in BLAS ``trmm`` (half the flops of a general product).
+    """
+    dtype = np.result_type(T.dtype, B.dtype, np.float32)
+    out = np.array(B, dtype=dtype, order="C")
+    cb = _cblas()
+    if cb is None or dtype not in cb.trmm or out.ndim != 2:
+        Tt = np.tril(T) if lower else np.triu(T)
+        Tt = Tt.T if trans else Tt
+        return np.asarray(alpha * (out @ Tt if right else Tt @ out), dtype=dtype)
+    Tc, t_flipped, ldt = _row_major(np.asarray(T, dtype=dtype))
+    if Tc is None:
+        Tc, t_flipped, ldt = np.ascontiguousarray(T, dtype=dtype), False, T.shape[0]
+    uplo = _LOWER if lower != t_flipped else _UPPER
+    op = _TRANS if trans != t_flipped else _NO_TRANS
+    r, c = out.shape
+    if out.size:
+        cb.trmm[dtype](_ROW_MAJOR, _RIGHT if right else _LEFT, uplo, op, _NON_UNIT, r, c, alpha, _ptr(Tc), ldt,
+                       _ptr(out), max(c, 1))
     return out
 
 

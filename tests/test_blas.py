@@ -6,7 +6,7 @@ import pytest
 import scipy.linalg as sla
 
 from nyhopt import _blas
-from nyhopt._blas import gemm_update, potrf, trsm
+from nyhopt._blas import gemm_update, potrf, trmm, trsm
 from nyhopt._threads import _openblas_local_setter, cpu_threads
 
 TOL = {np.float64: 1e-12, np.float32: 2e-5}
@@ -44,6 +44,31 @@ def test_trsm_matches_scipy_and_leaves_inputs(backend, rng, dtype, lower, trans,
     np.testing.assert_array_equal(B, B0)
     got = trsm(T, B, lower=lower, trans=trans, overwrite_b=True)
     np.testing.assert_allclose(got, want, rtol=TOL[dtype], atol=TOL[dtype])
+
+
+@pytest.mark.parametrize(
+    "dtype, lower, trans, right, t_fortran, b_fortran",
+    list(itertools.product([np.float64, np.float32], [True, False], [False, True], [False, True], [False, True],
+                           [False, True])),
+)
+def test_trmm_matches_dense_product_and_leaves_inputs(backend, rng, dtype, lower, trans, right, t_fortran,
+                                                       b_fortran):
+    k = 7
+    T = rng.standard_normal((k, k)).astype(dtype)  # both triangles filled: only one may be read
+    if t_fortran:
+        T = np.asfortranarray(T)
+    B = rng.standard_normal((5, k) if right else (k, 5)).astype(dtype)
+    if b_fortran:
+        B = np.asfortranarray(B)
+    T0, B0 = T.copy(), B.copy()
+    Tt = (np.tril(T) if lower else np.triu(T)).astype(np.float64)
+    op = Tt.T if trans else Tt
+    want = -2.0 * (B.astype(np.float64) @ op if right else op @ B.astype(np.float64))
+    got = trmm(T, B, lower=lower, trans=trans, right=right, alpha=-2.0)
+    assert got.dtype == dtype and got.flags.c_contiguous and got.shape == B.shape
+    np.testing.assert_allclose(got, want, rtol=TOL[dtype], atol=TOL[dtype] * np.abs(want).max())
+    np.testing.assert_array_equal(T, T0)
+    np.testing.assert_array_equal(B, B0)
 
 
 def test_trsm_reads_only_its_triangle(backend, rng):

@@ -52,6 +52,7 @@ from ..errors import IllConditionedError
 from ..ops import kernel_matrix
 from ..solvers._linalg import NOT_PD_HINT
 from ._base import Cotangents, KernelCotangent, jitter
+from ._mm import SmallAlgebra
 
 __all__ = [
     "Factors",
@@ -146,6 +147,10 @@ class Factors(NamedTuple):
         The kernel matrix :math:`K^T = k(Z, X)` when :func:`factorize` was
         asked to keep it (the Gaussian kernel's adjoint reads it instead of
         evaluating the kernel again); None otherwise.
+    mm : SmallAlgebra
+        The ``m x m`` matrices built from :math:`L^{-1}` and :math:`C^{-1}`,
+        computed on first use and shared by the value and the gradient
+        (:mod:`nyhopt.objectives._mm`).
     """
 
     At: object
@@ -155,6 +160,7 @@ class Factors(NamedTuple):
     n_lam: float
     n: int
     KT: object = None
+    mm: object = None
 
 
 def kmm_factor(kernel, Z, xp):
@@ -293,7 +299,7 @@ def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False, workspace=No
     idx = xp.arange(M.shape[0])
     M[idx, idx] += n_lam
     C = cholesky(M, xp, what="A A^T + n*lam*I")
-    return Factors(A.T, L, S, C, n_lam, n, KT)
+    return Factors(A.T, L, S, C, n_lam, n, KT, SmallAlgebra(L, C, S, xp))
 
 
 class Fit(NamedTuple):
@@ -329,9 +335,14 @@ def fit(fac: Factors, Y, xp) -> Fit:
 
 
 def trace_hat(fac: Factors, xp) -> float:
-    """:math:`D = \\mathrm{Tr}\\,H = \\mathrm{Tr}(C^{-1} S C^{-T})` (a sum of non-negative terms)."""
-    X1 = tri_solve(fac.C, fac.S, xp)
-    return float(xp.trace(tri_solve(fac.C, X1.T, xp)))
+    """:math:`D = \\mathrm{Tr}\\,H = \\mathrm{Tr}(C^{-1} S C^{-T})` (a sum of non-negative terms).
+
+    Summed as :math:`\\sum_{ij} (C^{-1}S)_{ij} (C^{-1})_{ij}`, row by row the
+    diagonal of :math:`C^{-1}SC^{-T}`; :math:`C^{-1}` and :math:`C^{-1}S` are
+    kept in ``fac.mm``.
+    """
+    mm = fac.mm
+    return float(xp.sum(mm.get("CiS") * mm.get("Ci")))
 
 
 def trace_nystrom(fac: Factors, xp) -> float:
@@ -384,22 +395,15 @@ class CotangentBuilder:
         self.products = []  # (B (n, r) data dtype, u (n,) or None, V (r, m) float64): G_nm += diag(u) B V
         self._cache = {}
 
-    # cached m x m helpers
+    # m x m helpers, shared with the value through the factorization
     def get(self, key):
-        """Cached ``"Linv"`` (:math:`L^{-1}`), ``"Minv"``, ``"MinvLinv"`` (:math:`M^{-1}L^{-1}`)."""
-        c, xp, fac = self._cache, self.xp, self.fac
-        if key not in c:
-            m = fac.L.shape[0]
-            if key == "Linv":
-                c[key] = tri_solve(fac.L, xp.eye(m), xp)
-            elif key == "Minv":
-                Ci = tri_solve(fac.C, xp.eye(m), xp)
-                c[key] = Ci.T @ Ci
-            elif key == "MinvLinv":
-                c[key] = self.get("Minv") @ self.get("Linv")
-            else:  # pragma: no cover
-                raise KeyError(key)
-        return c[key]
+        """An ``m x m`` matrix of :attr:`Factors.mm` (e.g. ``"Linv"`` = :math:`L^{-1}`), or ``"Minv"`` = :math:`M^{-1}`."""
+        if key == "Minv":
+            if key not in self._cache:
+                Ci = self.fac.mm.get("Ci")
+                self._cache[key] = Ci.T @ Ci
+            return self._cache[key]
+        return self.fac.mm.get(key)
 
     def add_W(self, W):
         """Add a dense :math:`W` (m, m): :math:`G_{nm} \\mathrel{+}= A^T W`."""
@@ -467,21 +471,20 @@ class CotangentBuilder:
         :math:`G_{mm} = -n\\lambda L^{-T} M^{-1} S M^{-1} L^{-1}`,
         :math:`g_\\lambda = -n\\,\\mathrm{Tr}(M^{-2} S)`.
         """
-        fac, xp = self.fac, self.xp
-        Minv, Linv, MinvLinv = self.get("Minv"), self.get("Linv"), self.get("MinvLinv")
-        self.add_W((2.0 * coef * fac.n_lam) * (Minv @ MinvLinv))
-        MSM = Minv @ fac.S @ Minv
-        self.Gmm -= (coef * fac.n_lam) * sym(Linv.T @ MSM @ Linv)
-        self.glam -= coef * fac.n * float(xp.trace(MSM))
+        fac, xp, mm = self.fac, self.xp, self.fac.mm
+        mm.prefetch("M2Linv", "FTSF", "SMinv")
+        self.add_W((2.0 * coef * fac.n_lam) * mm.get("M2Linv"))
+        # L^{-T} M^{-1} S M^{-1} L^{-1} = P^T S P with P = M^{-1} L^{-1}
+        self.Gmm -= (coef * fac.n_lam) * mm.get("FTSF")
+        self.glam -= coef * fac.n * float(xp.sum(mm.get("Minv") * mm.get("SMinv").T))  # Tr(M^{-1} S M^{-1})
 
     def add_trace_nystrom(self, coef=1.0):
         """Add ``coef * dQ`` for :math:`Q = \\mathrm{Tr}(K\\tilde K^{-1}K^T) = \\mathrm{Tr}\\,S`.
 
         :math:`G_{nm} = 2A^T L^{-1}`, :math:`G_{mm} = -L^{-T} S L^{-1}`, :math:`g_\\lambda = 0`.
         """
-        Linv = self.get("Linv")
-        self.add_W((2.0 * coef) * Linv)
-        self.Gmm -= coef * sym(Linv.T @ self.fac.S @ Linv)
+        self.add_W((2.0 * coef) * self.get("Linv"))
+        self.Gmm -= coef * self.get("LSL")
 
     def add_logdet_M(self, coef=1.0):
         """Add ``coef * d log det M`` (:math:`\\log\\det M = \\log\\det B - \\log\\det\\tilde K`).
@@ -490,11 +493,12 @@ class CotangentBuilder:
         :math:`G_{mm} = n\\lambda L^{-T}M^{-1}L^{-1} - L^{-T}L^{-1}`,
         :math:`g_\\lambda = n\\,\\mathrm{Tr}\\,M^{-1}`.
         """
-        fac, xp = self.fac, self.xp
-        Linv, Minv, MinvLinv = self.get("Linv"), self.get("Minv"), self.get("MinvLinv")
-        self.add_W((2.0 * coef) * MinvLinv)
-        self.Gmm += coef * sym(fac.n_lam * (Linv.T @ MinvLinv) - Linv.T @ Linv)
-        self.glam += coef * fac.n * float(xp.trace(Minv))
+        fac, xp, mm = self.fac, self.xp, self.fac.mm
+        mm.prefetch("MinvLinv", "FtF", "LtL")
+        self.add_W((2.0 * coef) * mm.get("MinvLinv"))
+        self.Gmm += coef * sym(fac.n_lam * mm.get("FtF") - mm.get("LtL"))
+        Ci = mm.get("Ci")
+        self.glam += coef * fac.n * float(xp.sum(Ci * Ci))  # Tr M^{-1} = ||C^{-1}||_F^2
 
     def add_penalty(self, g):
         """Add a direct partial derivative with respect to :math:`\\lambda`."""

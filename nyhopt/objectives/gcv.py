@@ -85,8 +85,13 @@ class GCV(Objective):
         xp, n, p = self.xp, self.n, self.p
         fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad,
                         workspace=workspace_of(self, xp))
-        mf = centered_fit(fac, self.Y, xp) if self.mean == "constant" else None
-        f = fit(fac, self.Y, xp) if mf is None else mf.fit
+        # the fit beside the m x m matrices of Tr H (and of the gradient), on the two workers
+        keys = ("CiS", "M2Linv", "FTSF", "SMinv") if ctx.need_grad else ("CiS",)
+        if self.mean == "constant":
+            mf = fac.mm.prefetch(*keys, alongside=lambda: centered_fit(fac, self.Y, xp))
+            f = mf.fit
+        else:
+            mf, f = None, fac.mm.prefetch(*keys, alongside=lambda: fit(fac, self.Y, xp))
         self.last_intercept = None if mf is None else mf.c
         D = trace_hat(fac, xp) + (0.0 if mf is None else mf.extra_dim)
         ratio = n / (n - D)

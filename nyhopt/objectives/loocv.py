@@ -53,7 +53,7 @@ the pass that forms :math:`A\\,\\mathrm{diag}(w)R_c`).
 from __future__ import annotations
 
 from ._base import Evaluation, Objective
-from ._exact import CotangentBuilder, factorize, fit, gram, solve_lower_copy, sym, tri_solve
+from ._exact import CotangentBuilder, factorize, fit, gram, solve_lower_copy, sym
 from ._workspace import workspace_of
 from ._mean import MeanChain, centered_fit
 
@@ -92,8 +92,13 @@ class LOOCV(Objective):
         f64 = xp.float64
         fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad,
                         workspace=workspace_of(self, xp))
-        mf = centered_fit(fac, self.Y, xp) if self.mean == "constant" else None
-        f = fit(fac, self.Y, xp) if mf is None else mf.fit
+        # the fit beside the m x m matrices of the gradient, on the two workers
+        keys = ("F", "Q") if ctx.need_grad else ()
+        if self.mean == "constant":
+            mf = fac.mm.prefetch(*keys, alongside=lambda: centered_fit(fac, self.Y, xp))
+            f = mf.fit
+        else:
+            mf, f = None, fac.mm.prefetch(*keys, alongside=lambda: fit(fac, self.Y, xp))
         R = f.R if mf is None else mf.R
         At = fac.At
         ws = workspace_of(self, xp)
@@ -130,12 +135,12 @@ class LOOCV(Objective):
             chain.flush(b)
         # 2c Tr(U dH)
         Psi = gram(Vt.T, xp, weights=u)  # V diag(u) V^T
-        X1 = tri_solve(fac.C, b.get("Linv"), xp)
+        mm = fac.mm
+        X1 = mm.get("F")  # C^{-1} L^{-1}
         PsiX1 = Psi @ X1
-        b.add_W((-4.0 * c) * tri_solve(fac.C, PsiX1, xp, trans=True))
+        b.add_W((-4.0 * c) * (mm.get("Ci").T @ PsiX1))
         b.Gmm -= (2.0 * c * fac.n_lam) * sym(X1.T @ PsiX1)
-        Ci = tri_solve(fac.C, xp.eye(fac.C.shape[0]), xp)
-        b.add_penalty(-2.0 * c * n * float(xp.sum(Psi * (Ci @ Ci.T))))
+        b.add_penalty(-2.0 * c * n * float(xp.sum(Psi * mm.get("Q"))))  # Q = C^{-1} C^{-T}
         # G_nm += 4c diag(u) V^T X1: formed block by block with the rest of G_nm
         b.add_product(Vt, (4.0 * c) * X1, u)
         return Evaluation(terms, b.cotangents(self.X))

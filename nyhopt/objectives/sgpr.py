@@ -148,12 +148,15 @@ class SGPR(Objective):
         fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp, keep_kernel=ctx.need_grad,
                         workspace=workspace_of(self, xp))
         m = fac.L.shape[0]
+        # the fit beside the m x m matrices of the gradient, on the two workers
+        keys = ("MinvLinv", "FtF", "LtL", "LSL") if ctx.need_grad else ()
         if self.mean == "constant":
-            mf = centered_fit(fac, self.Y, xp)
+            mf = fac.mm.prefetch(*keys, alongside=lambda: centered_fit(fac, self.Y, xp))
             f, Yb = mf.fit, mf.Y
             self.last_intercept = mf.c
         else:
-            mf, f, Yb = None, fit(fac, self.Y, xp), self.Y
+            mf, Yb = None, self.Y
+            f = fac.mm.prefetch(*keys, alongside=lambda: fit(fac, self.Y, xp))
         T = trace_knn(ctx.kernel, self.X, xp) - trace_nystrom(fac, xp)
         nl = fac.n_lam
         profile = self.amplitude == "profile"
