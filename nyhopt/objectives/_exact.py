@@ -53,6 +53,7 @@ from ..ops import kernel_matrix
 from ..solvers._linalg import NOT_PD_HINT
 from ._base import Cotangents, KernelCotangent, jitter
 from ._mm import SmallAlgebra
+from ._thin import wide_t_times_thin, wide_times_thin
 
 __all__ = [
     "Factors",
@@ -151,6 +152,9 @@ class Factors(NamedTuple):
         The ``m x m`` matrices built from :math:`L^{-1}` and :math:`C^{-1}`,
         computed on first use and shared by the value and the gradient
         (:mod:`nyhopt.objectives._mm`).
+    targets, AY : arrays (n, p), (m, p) float64, or None
+        The ``targets`` given to :func:`factorize` and :math:`A\\,\\mathrm{targets}`,
+        computed by the Gram product (:func:`fit` of these targets reads it).
     """
 
     At: object
@@ -161,6 +165,8 @@ class Factors(NamedTuple):
     n: int
     KT: object = None
     mm: object = None
+    targets: object = None
+    AY: object = None
 
 
 def kmm_factor(kernel, Z, xp):
@@ -251,7 +257,7 @@ def solve_lower_copy(L, B, xp, out=None):
     return out
 
 
-def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False, workspace=None):
+def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False, workspace=None, targets=None):
     """Factorize :math:`B = K^T K + n\\lambda(K_{mm} + \\epsilon I)` for the rows ``X``.
 
     Parameters
@@ -271,6 +277,10 @@ def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False, workspace=No
         Where the ``n x m`` arrays (:math:`K^T`, :math:`A`) come from on the
         CPU (:mod:`nyhopt.objectives._workspace`): the arrays of the previous
         evaluation when free, so their pages are not mapped again.
+    targets : array (n, p), optional
+        Targets that :func:`fit` will be given.  On the CPU they are stored
+        below :math:`A` (as :math:`Y^T`, p more rows) so that the Gram
+        product gives :math:`AY` too: no separate pass over :math:`A`.
 
     Returns
     -------
@@ -281,25 +291,39 @@ def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False, workspace=No
         L = kmm_factor(kernel, Z, xp)
     keep = keep_kernel and kernel_reused(kernel, xp)
     m = Z.shape[0]
-    ws = None if is_cupy_namespace(xp) else workspace
+    cpu = not is_cupy_namespace(xp)
+    ws = workspace if cpu else None
+    p = targets.shape[1] if (targets is not None and cpu and targets.ndim == 2) else 0
+
+    def rows():  # (m + p, n): A, then Y^T
+        return np.empty((m + p, n), dtype=X.dtype) if ws is None else ws.empty("A", (m + p, n), X.dtype)
+
     # K^T = k(Z, X) (m, n), C-contiguous and ours
     if keep and ws is not None:  # the kernel loop also writes the copy that becomes A: K^T is not read back
-        A = ws.empty("A", (m, n), X.dtype)
-        KT = kernel_matrix(kernel, Z, X, out=ws.empty("KT", (m, n), X.dtype), copy=A)
-        A = solve_lower_inplace(L, A, xp)
+        buf = rows()
+        KT = kernel_matrix(kernel, Z, X, out=ws.empty("KT", (m, n), X.dtype), copy=buf[:m])
+        A = solve_lower_inplace(L, buf[:m], xp)
     elif keep:
         KT = kernel_matrix(kernel, Z, X)
-        A = solve_lower_copy(L, KT, xp)
+        buf = rows() if cpu else None
+        A = solve_lower_copy(L, KT, xp, out=None if buf is None else buf[:m])
     else:  # overwritten by A = L^{-1} K^T
-        KT = kernel_matrix(kernel, Z, X, out=None if ws is None else ws.empty("A", (m, n), X.dtype))
+        buf = rows() if cpu else None
+        KT = kernel_matrix(kernel, Z, X, out=None if buf is None else buf[:m])
         A, KT = solve_lower_inplace(L, KT, xp), None
-    S = gram(A, xp)
+    AY = None
+    if p and buf is not None and np.shares_memory(A, buf):
+        buf[m:] = targets.T
+        G = gram(buf, xp)
+        S, AY = np.ascontiguousarray(G[:m, :m]), np.ascontiguousarray(G[:m, m:])
+    else:
+        S = gram(A, xp)
     n_lam = float(n * penalty)
     M = S.copy()
     idx = xp.arange(M.shape[0])
     M[idx, idx] += n_lam
     C = cholesky(M, xp, what="A A^T + n*lam*I")
-    return Factors(A.T, L, S, C, n_lam, n, KT, SmallAlgebra(L, C, S, xp))
+    return Factors(A.T, L, S, C, n_lam, n, KT, SmallAlgebra(L, C, S, xp), None if AY is None else targets, AY)
 
 
 class Fit(NamedTuple):
@@ -326,10 +350,10 @@ class Fit(NamedTuple):
 def fit(fac: Factors, Y, xp) -> Fit:
     """Coefficients and residuals of N-KRR on the factorized rows."""
     At = fac.At
-    AY = (At.T @ Y).astype(xp.float64)
+    AY = fac.AY if (fac.targets is Y and fac.AY is not None) else wide_times_thin(At.T, Y, xp)
     beta = cho_solve(fac.C, AY, xp)
     alpha = tri_solve(fac.L, beta, xp, trans=True)
-    R = Y - At @ beta.astype(At.dtype)
+    R = wide_t_times_thin(At.T, beta, xp, Y=Y, sign=-1.0)
     rss = _sumsq(R, xp)
     return Fit(AY, beta, alpha, R, rss, rss + fac.n_lam * _sumsq(beta, xp))
 
@@ -444,7 +468,7 @@ class CotangentBuilder:
         """
         self.thin.append((Pl, coef * self.fit.alpha))
         if APl is None:
-            APl = (self.fac.At.T @ Pl).astype(self.xp.float64)
+            APl = wide_times_thin(self.fac.At.T, Pl, self.xp)
         self.add_alpha_vjp(APl, coef)
 
     def add_fit(self, coef=1.0):
@@ -552,7 +576,7 @@ class CotangentBuilder:
             thin, wthin = self._merged(self.thin), self._merged(self.W_thin)
             Ps, Qs = [P for P, _ in thin], [Q for _, Q in thin]
             if wthin:  # one pass over A for all of them
-                Ps.append(At @ xp.concatenate([U for U, _ in wthin], axis=1).astype(At.dtype))
+                Ps.append(wide_t_times_thin(At.T, xp.concatenate([U for U, _ in wthin], axis=1), xp))
                 Qs.append(xp.concatenate([V for _, V in wthin], axis=1))
             P = xp.concatenate([xp.asarray(P, dtype=At.dtype) for P in Ps], axis=1)
             Q = xp.concatenate([xp.asarray(Q, dtype=At.dtype) for Q in Qs], axis=1)

@@ -66,7 +66,7 @@ from ..errors import IllConditionedError
 from ._base import MEANS, check_mean
 from ._exact import Fit, _sumsq, fit
 
-__all__ = ["MEANS", "check_mean", "MeanFit", "centered_fit", "MeanChain"]
+__all__ = ["MEANS", "check_mean", "MeanFit", "centered_fit", "MeanChain", "fit_targets"]
 
 
 class MeanFit(NamedTuple):
@@ -116,10 +116,26 @@ def _host(a):
     return np.asarray(a.get() if hasattr(a, "get") else a, dtype=np.float64)
 
 
-def centered_fit(fac, Y, xp) -> MeanFit:
-    """Fit :math:`[Y \\mid 1]` once and profile the constant (see the module notes)."""
+def fit_targets(Y, mean, xp):
+    """The targets that :func:`~nyhopt.objectives._exact.fit` is given: ``Y``, or :math:`[Y \\mid 1]` for a constant mean.
+
+    Pass them to ``factorize(..., targets=)`` and (with ``mean="constant"``)
+    to :func:`centered_fit` as ``Ya``: the Gram product then also gives their
+    product with :math:`A`.
+    """
+    if mean != "constant":
+        return Y
+    return xp.concatenate([Y, xp.ones((Y.shape[0], 1), dtype=Y.dtype)], axis=1)
+
+
+def centered_fit(fac, Y, xp, Ya=None) -> MeanFit:
+    """Fit :math:`[Y \\mid 1]` once and profile the constant (see the module notes).
+
+    ``Ya`` is :math:`[Y \\mid 1]` when already formed (:func:`fit_targets`).
+    """
     n, p = Y.shape
-    Ya = xp.concatenate([Y, xp.ones((n, 1), dtype=Y.dtype)], axis=1)
+    if Ya is None:
+        Ya = fit_targets(Y, "constant", xp)
     fa = fit(fac, Ya, xp)
     f64 = xp.float64
     R64, b64 = fa.R.astype(f64, copy=False), fa.beta

@@ -52,8 +52,9 @@ import numpy as np
 from ..ops import kernel_matrix
 from ._base import Evaluation, KernelCotangent, Objective
 from ._exact import CotangentBuilder, _sumsq, factorize, fit, kernel_reused, tri_solve
+from ._thin import wide_t_times_thin, wide_times_thin
 from ._workspace import workspace_of
-from ._mean import MeanChain, centered_fit
+from ._mean import MeanChain, centered_fit, fit_targets
 
 __all__ = ["Holdout"]
 
@@ -119,39 +120,39 @@ class Holdout(Objective):
 
     def _evaluate(self, ctx):
         xp = self.xp
+        Yfit = fit_targets(self._Yt, self.mean, xp)
         fac = factorize(ctx.kernel, self._Xt, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad,
-                        workspace=workspace_of(self, xp))
+                        workspace=workspace_of(self, xp), targets=Yfit)
         p = self.p
         if self.mean == "constant":
-            mf = centered_fit(fac, self._Yt, xp)
+            mf = centered_fit(fac, self._Yt, xp, Ya=Yfit)
             f, Yb, alpha = mf.fit, mf.Y, mf.fit.alpha[:, :p]
             self.last_intercept = mf.c
         else:
-            mf, f, Yb = None, fit(fac, self._Yt, xp), self._Yt
+            mf, f, Yb = None, fit(fac, Yfit, xp), self._Yt
             alpha = f.alpha
-        # K_v^T = k(Z, X_v) (m, n_val); computed in that order when the adjoint reads it again
+        # K_v^T = k(Z, X_v) (m, n_val), in this order for the value too (the products below read
+        # it in one layout, so value() and value_and_grad() agree to the last bit); kept for the
+        # adjoint when it reads it again
         keep = ctx.need_grad and kernel_reused(ctx.kernel, xp)
         ws, m = workspace_of(self, xp), ctx.Z.shape[0]
-        if keep:
-            out = None if ws is None else ws.empty("KvT", (m, self.n_val), self._Xv.dtype)
-            KvT = kernel_matrix(ctx.kernel, ctx.Z, self._Xv, out=out)
-        else:
-            out = None if ws is None else ws.empty("Kv", (self.n_val, m), self._Xv.dtype)
-            KvT = kernel_matrix(ctx.kernel, self._Xv, ctx.Z, out=out).T
+        out = None if ws is None else ws.empty("KvT", (m, self.n_val), self._Xv.dtype)
+        KvT = kernel_matrix(ctx.kernel, ctx.Z, self._Xv, out=out)
         del out
         # with the constant: the fit of its train split, R_v = Y_v - K_v alpha_c - c*
         Yv = self._Yv if mf is None else self._Yv - xp.asarray(mf.c).astype(self._Yv.dtype)[None, :]
-        Rv = Yv - KvT.T @ alpha.astype(KvT.dtype)
+        Rv = wide_t_times_thin(KvT, alpha, xp, Y=Yv, sign=-1.0)
         c = 1.0 / (self.n_val * p)
         terms = {"validation_error": _sumsq(Rv, xp) * c}
         if not ctx.need_grad:
             return Evaluation(terms)
         b = CotangentBuilder(fac, Yb, f, xp)
-        KvR = (KvT @ Rv).astype(xp.float64)
+        KvR = wide_times_thin(KvT, Rv, xp)
         if mf is not None:
             # dR_v = -dK_v alpha_c - K_v dalpha_c|_c - v_v dc*, v_v = 1 - K_v alpha_1, and
             # dc* = -1^T dH_t Ytilde_t / gamma: a quadratic form with P = 1 g^T / gamma, g = R_v^T v_v.
-            vv_ = 1.0 - KvT.T @ f.alpha[:, p].astype(KvT.dtype)
+            vv_ = wide_t_times_thin(KvT, f.alpha[:, p:], xp, Y=xp.ones((self.n_val, 1), dtype=KvT.dtype),
+                                    sign=-1.0)[:, 0]
             g = (Rv.T @ vv_).astype(xp.float64) / mf.gamma
             chain = MeanChain(mf, fac, xp)
             chain.P[:, :p] += (2.0 * c) * g[None, :]

@@ -55,7 +55,8 @@ from __future__ import annotations
 from ._base import Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, gram, solve_lower_copy, sym
 from ._workspace import workspace_of
-from ._mean import MeanChain, centered_fit
+from ._thin import wide_times_thin
+from ._mean import MeanChain, centered_fit, fit_targets
 
 __all__ = ["LOOCV"]
 
@@ -90,15 +91,16 @@ class LOOCV(Objective):
     def _evaluate(self, ctx):
         xp, n, p = self.xp, self.n, self.p
         f64 = xp.float64
+        Yfit = fit_targets(self.Y, self.mean, xp)
         fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad,
-                        workspace=workspace_of(self, xp))
+                        workspace=workspace_of(self, xp), targets=Yfit)
         # the fit beside the m x m matrices of the gradient, on the two workers
         keys = ("F", "Q") if ctx.need_grad else ()
         if self.mean == "constant":
-            mf = fac.mm.prefetch(*keys, alongside=lambda: centered_fit(fac, self.Y, xp))
+            mf = fac.mm.prefetch(*keys, alongside=lambda: centered_fit(fac, self.Y, xp, Ya=Yfit))
             f = mf.fit
         else:
-            mf, f = None, fac.mm.prefetch(*keys, alongside=lambda: fit(fac, self.Y, xp))
+            mf, f = None, fac.mm.prefetch(*keys, alongside=lambda: fit(fac, Yfit, xp))
         R = f.R if mf is None else mf.R
         At = fac.At
         ws = workspace_of(self, xp)
@@ -128,7 +130,7 @@ class LOOCV(Objective):
             b = CotangentBuilder(fac, mf.Y, f, xp)
             wR = R * w[:, None].astype(R.dtype)
             uv = (u * v64).astype(R.dtype)
-            AG = (At.T @ xp.concatenate([wR, uv[:, None]], axis=1)).astype(f64)
+            AG = wide_times_thin(At.T, xp.concatenate([wR, uv[:, None]], axis=1), xp)
             chain = MeanChain(mf, fac, xp)
             chain.add_residual(wR, 2.0 * c, AG[:, :p])
             chain.add_leverage(u, 2.0 * c, AG[:, p])
