@@ -53,7 +53,7 @@ from ..ops import kernel_matrix
 from ..solvers._linalg import NOT_PD_HINT
 from ._base import Cotangents, KernelCotangent, jitter
 from ._mm import SmallAlgebra
-from ._thin import wide_t_times_thin, wide_times_thin
+from ._wide import gram, solve_lower_copy, solve_lower_inplace, wide_t_times_thin, wide_times_thin
 
 __all__ = [
     "Factors",
@@ -177,51 +177,6 @@ def kmm_factor(kernel, Z, xp):
     return cholesky(Kmm, xp)
 
 
-def solve_lower_inplace(L, B, xp, trans=False):
-    """``B <- L^{-1} B`` (``L^{-T} B`` with ``trans``) for lower-triangular ``L`` (m, m) and ``B`` (m, n).
-
-    The result has the dtype of ``B``.  On the CPU this is BLAS ``trsm`` in
-    place, on column ranges of ``B`` run by the worker pool
-    (:mod:`nyhopt._parallel`) in a pool phase.
-    """
-    if is_cupy_namespace(xp) or not B.flags.c_contiguous:
-        return tri_solve(L, B, xp, trans=trans)
-    Lc = L.astype(B.dtype, copy=False)
-    map_ranges(lambda lo, hi: trsm(Lc, B[:, lo:hi], lower=True, trans=trans, overwrite_b=True), B.shape[1],
-               min_rows(B.shape[0]))
-    return B
-
-
-def gram(A, xp, weights=None):
-    """:math:`A A^T` (or :math:`A\\,\\mathrm{diag}(w)A^T`) in float64 for ``A`` (m, n).
-
-    On the CPU the column ranges run on the worker pool and their partial
-    products are summed in float64.  Non-negative weights are applied as
-    :math:`(A\\,\\mathrm{diag}\\sqrt w)(A\\,\\mathrm{diag}\\sqrt w)^T`, a
-    symmetric rank-k product (half the flops of a general product).
-    """
-    if weights is not None and not bool(xp.all(weights >= 0)):
-        root = None
-    else:
-        root = None if weights is None else xp.sqrt(weights.astype(xp.float64, copy=False))
-
-    def part(lo, hi):
-        a = A[:, lo:hi]
-        if weights is None:
-            return (a @ a.T).astype(xp.float64, copy=False)
-        if root is not None:
-            a = a * root[lo:hi][None, :].astype(a.dtype, copy=False)
-            return (a @ a.T).astype(xp.float64, copy=False)
-        b = a * weights[lo:hi][None, :].astype(a.dtype, copy=False)
-        return (a @ b.T).astype(xp.float64, copy=False)
-
-    parts = [part(0, A.shape[1])] if is_cupy_namespace(xp) else map_ranges(part, A.shape[1], min_rows(A.shape[0]))
-    out = parts[0]
-    for p in parts[1:]:
-        out = out + p
-    return sym(out)
-
-
 def kernel_reused(kernel, xp) -> bool:
     """Whether the gradient of ``kernel`` reads a kept :math:`K^T` (:attr:`Factors.KT`).
 
@@ -234,27 +189,6 @@ def kernel_reused(kernel, xp) -> bool:
 
     return (not is_cupy_namespace(xp) and getattr(kernel, "kind", None) == "gaussian"
             and ops.CPU_IMPL["adjoint_dense"] == "numba")
-
-
-def solve_lower_copy(L, B, xp, out=None):
-    """``L^{-1} B`` into a new array (or into ``out``, C-contiguous like ``B``), ``B`` (m, n) kept.
-
-    On the CPU each column range of the worker pool copies its columns and
-    solves them in place: the same ranges and calls as
-    :func:`solve_lower_inplace`, hence the same numbers.
-    """
-    if is_cupy_namespace(xp) or not B.flags.c_contiguous:
-        return tri_solve(L, B, xp)
-    if out is None:
-        out = np.empty_like(B)
-    Lc = L.astype(B.dtype, copy=False)
-
-    def part(lo, hi):
-        out[:, lo:hi] = B[:, lo:hi]
-        trsm(Lc, out[:, lo:hi], lower=True, overwrite_b=True)
-
-    map_ranges(part, B.shape[1], min_rows(B.shape[0]))
-    return out
 
 
 def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False, workspace=None, targets=None):

@@ -52,7 +52,7 @@ import numpy as np
 from ..ops import kernel_matrix
 from ._base import Evaluation, KernelCotangent, Objective
 from ._exact import CotangentBuilder, _sumsq, factorize, fit, kernel_reused, tri_solve
-from ._thin import wide_t_times_thin, wide_times_thin
+from ._wide import wide_t_times_thin, wide_times_thin
 from ._workspace import workspace_of
 from ._mean import MeanChain, centered_fit, fit_targets
 

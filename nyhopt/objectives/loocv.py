@@ -55,7 +55,7 @@ from __future__ import annotations
 from ._base import Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, gram, solve_lower_copy, sym
 from ._workspace import workspace_of
-from ._thin import wide_times_thin
+from ._wide import wide_times_thin
 from ._mean import MeanChain, centered_fit, fit_targets
 
 __all__ = ["LOOCV"]
