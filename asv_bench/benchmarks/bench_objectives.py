@@ -173,3 +173,41 @@ class FlopFloorP1:
 
     def time_cotangent_gemm(self, threads):
         np.matmul(self.W.T, self.K, out=self.G)
+
+
+class SmallAlgebraP1:
+    """The ``m x m`` algebra of one ``prop`` step at the P1 size (m = 200), with the fit beside it.
+
+    ``workers``: 1 (in turn on one thread) or 2 (nyhopt's pool phase: the
+    matrices on both workers, the fit of the targets as one more task;
+    ``objectives/_mm.py``, docs/performance-ops.md, "Third pass").
+    """
+
+    params = [[1, 2]]
+    param_names = ["workers"]
+    number = 1
+    repeat = (10, 30, 20.0)
+
+    def setup(self, workers):
+        import nyhopt as nh
+        from nyhopt._threads import cpu_threads
+        from nyhopt.datasets import synthetic
+        from nyhopt.objectives import _exact
+
+        ds = synthetic(20000, d=8, n_test=10, seed=1234)
+        X, self.Y = ds.X_train, ds.y_train[:, None]
+        with cpu_threads("pool"):
+            self.fac = _exact.factorize(nh.GaussianKernel(np.ones(8)), X, X[:200].copy(), 1e-4, np,
+                                        keep_kernel=True)
+        self.time_prefetch_with_fit(workers)  # warm up
+
+    def time_prefetch_with_fit(self, workers):
+        from nyhopt._parallel import pool_phase
+        from nyhopt._threads import cpu_threads
+        from nyhopt.objectives import _exact
+        from nyhopt.objectives._mm import SmallAlgebra
+
+        fac = self.fac
+        mm = SmallAlgebra(fac.L, fac.C, fac.S, np)
+        with cpu_threads("pool"), pool_phase(workers):
+            mm.prefetch("CiS", "M2Linv", "FTSF", "SMinv", "LSL", alongside=lambda: _exact.fit(fac, self.Y, np))
