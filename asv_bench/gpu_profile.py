@@ -25,6 +25,7 @@ function that waits for it.
 """
 import functools
 import inspect
+import os
 import re
 import sys
 import threading
@@ -32,6 +33,9 @@ import time
 from collections import defaultdict
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_report import _median_time  # noqa: E402
 
 
 def _sync_for(xp):
@@ -136,14 +140,7 @@ def exact_profile(tiny=False, repeat=5):
     obj = nh.make_objective("prop", X, y, random_state=0)
     sync = _sync_for(xp)
     step = functools.partial(obj.value_and_grad, theta)
-    step()
-    sync()
-    plain = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        step()
-        sync()
-        plain.append(time.perf_counter() - t0)
+    plain, _ = _median_time(step, sync, repeat)  # after one warm-up call
     timer = PieceTimer(sync)
     restore = timer.instrument()
     try:
@@ -156,7 +153,7 @@ def exact_profile(tiny=False, repeat=5):
         restore()
     where = "CPU (NumPy)" if xp is np else xp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     print(f"exact prop value_and_grad n={n} m={m} d={d} ARD {np.dtype(dtype).name} on {where}: "
-          f"median {np.median(plain) * 1e3:.2f} ms unwrapped, {wrapped * 1e3:.2f} ms wrapped")
+          f"median {plain * 1e3:.2f} ms unwrapped, {wrapped * 1e3:.2f} ms wrapped")
     print(timer.table(repeat))
 
 
