@@ -58,3 +58,13 @@ def test_factorize_with_targets_gives_AY_and_the_same_factors(rng, keep, p):
     Y2 = rng.normal(size=(3000, p))
     f3 = _exact.fit(fac, Y2, np)
     np.testing.assert_allclose(f3.AY, plain.At.T @ Y2, rtol=1e-13, atol=1e-13 * np.abs(f3.AY).max())
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_column_sumsq_is_the_einsum_of_the_whole(rng, workers):
+    from nyhopt.objectives._wide import column_sumsq
+
+    A = rng.standard_normal((30, 20000))
+    with pool_phase(workers):
+        got = column_sumsq(A, np)
+    np.testing.assert_array_equal(got, np.einsum("ji,ji->i", A, A))

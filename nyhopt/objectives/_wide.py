@@ -35,7 +35,7 @@ from .._blas import trsm
 from .._parallel import active_workers, map_chunks, map_ranges, min_rows
 from ..backend import is_cupy_namespace
 
-__all__ = ["gram", "solve_lower_copy", "solve_lower_inplace", "wide_times_thin", "wide_t_times_thin"]
+__all__ = ["column_sumsq", "gram", "solve_lower_copy", "solve_lower_inplace", "wide_times_thin", "wide_t_times_thin"]
 
 
 def _tri_solve(L, b, xp, trans=False):
@@ -89,6 +89,20 @@ def wide_t_times_thin(A, B, xp, Y=None, sign=1.0):
                 col += Y[lo:hi, q]
 
     map_ranges(rows, n, min_rows(A.shape[0]))
+    return out
+
+
+def column_sumsq(A, xp):
+    """:math:`\\sum_j A_{ji}^2` (n,) for ``A`` (m, n), in the dtype of ``A``; row ranges on the pool."""
+    if is_cupy_namespace(xp):
+        return xp.einsum("ji,ji->i", A, A)
+    out = np.empty(A.shape[1], dtype=A.dtype)
+
+    def part(lo, hi):
+        a = A[:, lo:hi]
+        np.einsum("ji,ji->i", a, a, out=out[lo:hi])
+
+    map_ranges(part, A.shape[1], min_rows(A.shape[0]))
     return out
 
 

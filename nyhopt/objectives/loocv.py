@@ -55,7 +55,7 @@ from __future__ import annotations
 from ._base import Evaluation, Objective
 from ._exact import CotangentBuilder, factorize, fit, gram, solve_lower_copy, sym
 from ._workspace import workspace_of
-from ._wide import wide_times_thin
+from ._wide import column_sumsq, wide_times_thin
 from ._mean import MeanChain, centered_fit, fit_targets
 
 __all__ = ["LOOCV"]
@@ -107,7 +107,7 @@ class LOOCV(Objective):
         V = None if ws is None else ws.empty("V", At.T.shape, At.dtype)
         Vt = solve_lower_copy(fac.C, At.T, xp, out=V).T  # (n, m): V^T, V = C^{-1} A
         del V
-        h = xp.einsum("ij,ij->i", Vt, Vt).astype(f64)
+        h = column_sumsq(Vt.T, xp).astype(f64)  # leverages ||V_i||^2
         if mf is not None:  # diag(H_c) = diag(H) + v^2 / gamma
             v64 = mf.v.astype(f64)
             h = h + v64 * v64 / mf.gamma
