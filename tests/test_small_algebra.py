@@ -89,3 +89,19 @@ def test_unknown_key_is_a_key_error(rng):
     mm = SmallAlgebra(*_factors(rng), np)
     with pytest.raises(KeyError):
         mm.get("nope")
+
+
+def test_alongside_runs_its_ranges_on_its_own_thread(rng):
+    """A task that splits rows (map_ranges) must not hand a range to the worker that computes matrices."""
+    from nyhopt._parallel import active_workers, map_ranges
+
+    mm = SmallAlgebra(*_factors(rng), np)
+    seen = []
+
+    def fit_like():
+        seen.append(active_workers())
+        return map_ranges(lambda lo, hi: threading.get_ident(), 100000, 10)
+
+    with pool_phase(2):
+        idents = mm.prefetch("M2Linv", "FTSF", alongside=fit_like)
+    assert seen == [1] and len(set(idents)) == 1

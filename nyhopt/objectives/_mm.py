@@ -46,7 +46,7 @@ from __future__ import annotations
 import threading
 
 from .._blas import trmm, trsm
-from .._parallel import active_workers, map_chunks
+from .._parallel import active_workers, map_chunks, pool_phase
 from ..backend import is_cupy_namespace
 
 __all__ = ["SmallAlgebra", "DEPENDS"]
@@ -148,7 +148,9 @@ class SmallAlgebra:
         In a pool phase with two or more workers each worker takes the
         largest matrix whose inputs are known until none is left, and
         ``alongside`` (an ``n``-sized task of the caller, e.g. the fit) runs
-        first on one of them, so the other computes matrices meanwhile.
+        first on one of them, so the other computes matrices meanwhile.  Every
+        task runs on one thread (its own row ranges in turn: the other worker
+        is busy; were they handed to it, they would wait for its matrices).
         Outside a pool phase everything runs in turn on the calling thread.
         """
         need, stack = set(), list(keys)
@@ -199,7 +201,8 @@ class SmallAlgebra:
                     return
                 kind, item = task
                 try:
-                    value = item() if kind == "alongside" else self._compute(item)
+                    with pool_phase(1):  # the task's own ranges in turn here: the other worker is busy
+                        value = item() if kind == "alongside" else self._compute(item)
                 except BaseException as exc:  # stop the other workers, raise in the caller
                     with cond:
                         state["error"] = exc
