@@ -54,7 +54,7 @@ def _weights(kernel, g, c, xn, zn, xp):
 
 
 def _values(kernel, g, xn, zn, xp):
-    """Kernel values :math:`\phi(\max(xn + zn - 2g, 0))` of a block in its dtype (``g`` is kept)."""
+    """Kernel values :math:`\\phi(\\max(xn + zn - 2g, 0))` of a block in its dtype (``g`` is kept)."""
     if is_cupy_namespace(xp):
         b, m = g.shape
         K = xp.empty_like(g)

@@ -281,8 +281,8 @@ def adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=("lengthscale", "centers"))
 def adjoint_residual(kernel, X, Z, P0, B, Q, ell, xp, wrt=("lengthscale", "centers")):
     """Gradients of ``<P Q^T, k(X, Z)>``, ``P = P0 - [K B | 0]``, in one pass; float64.
 
-    Per row, one ``exp`` per entry gives both :math:`\varphi` (for
-    :math:`K_i B`) and :math:`\varphi'` (for the contraction); ``P0`` (n, r),
+    Per row, one ``exp`` per entry gives both :math:`\\varphi` (for
+    :math:`K_i B`) and :math:`\\varphi'` (for the contraction); ``P0`` (n, r),
     ``B`` (m, kb <= r), ``Q`` (m, r).
     """
     flags = _check_wrt(wrt)

@@ -200,7 +200,7 @@ def adjoint_residual(kernel, X, Z, P0, B, Q, ell, xp, wrt=("lengthscale", "cente
 
     ``P0`` (n, r), ``B`` (m, kb) with ``kb <= r``, ``Q`` (m, r).  Each row
     block's :math:`K_b B` comes from the kernel values the block evaluates
-    for :math:`\varphi'` anyway.
+    for :math:`\\varphi'` anyway.
     """
     QT = Q.T
     return _adjoint(kernel, X, Z, ell, xp, wrt, lambda sl, Kb: residual_block(P0[sl], Kb, B) @ QT,

@@ -204,7 +204,7 @@ class ResidualCotangent(NamedTuple):
     Q: object
 
     def contract(self, kernel, Z, wrt):
-        """:math:`\partial \langle P Q^T, k(X, Z)\rangle` w.r.t. ``wrt`` (a KernelGrad), one adjoint pass."""
+        """:math:`\\partial \\langle P Q^T, k(X, Z)\\rangle` w.r.t. ``wrt`` (a KernelGrad), one adjoint pass."""
         return adjoint_residual(kernel, self.X, Z, self.P0, self.B, self.Q, wrt=wrt)
 
 
@@ -413,8 +413,8 @@ class KernelOperator:
         to ``P`` and ``Gam`` to ``Q``.  Contracted by
         :func:`nyhopt.objectives._base.params_gradient` (the low-rank adjoint pass).
         When ``fit`` has no ``u`` (its sums came from the Gram matrix), a
-        :class:`ResidualCotangent` with :math:`P_0 = 2 W \beta` and
-        :math:`B = 2 a \beta` (:math:`P = P_0 - K B`): the adjoint pass forms
+        :class:`ResidualCotangent` with :math:`P_0 = 2 W \\beta` and
+        :math:`B = 2 a \\beta` (:math:`P = P_0 - K B`): the adjoint pass forms
         :math:`K B` itself.
         """
         xp, X = self.xp, self.X
