@@ -91,6 +91,11 @@ residual on a warm start), then the two passes of the gradient: one for
 :math:`u` and :math:`\hat s` together and one adjoint pass
 (:func:`~nyhopt.ops.adjoint_lowrank`), plus :math:`O(q m^2 + m^3)`.  A value
 alone needs one pass after the solve (:func:`~nyhopt.ops.kmv` for :math:`u`).
+On the Gram route (``gram``) the solve makes no pass, and neither does
+:math:`u`: its sums come from :math:`G` and :math:`K_{nm}^T W`, and the adjoint
+pass forms :math:`P = 2 W \beta - K_{nm} (2 a \beta)` itself
+(:func:`~nyhopt.ops.adjoint_residual`), so a step is two passes (Gram and
+adjoint) and a value one.
 Memory: :math:`O(n(k + p) + m^2)` beyond the data, never ``n x m``.
 
 Inside the solve :math:`K_{mm}` is Falkon's :math:`T^T T = K_{mm} + \epsilon m I`
@@ -212,7 +217,8 @@ class StochasticProp(Objective):
     gradient : {"whitened", "direct"}, default "whitened"
         Gradient formula (see the module notes); both are exact at exact
         solves, the whitened one is far more accurate at loose tolerances;
-        both take two passes over the data after the solve.
+        both take two passes over the data after the solve (one, the adjoint,
+        on the Gram route).
     kernel_cache : {"auto", True, False, "float16"}, default "auto"
         Hold :math:`K_{nm}` in memory during each evaluation
         (:class:`~nyhopt.ops.cached.CachedKernel`, ``n m`` numbers of the data
@@ -543,7 +549,8 @@ class StochasticProp(Objective):
         # Quadratic forms from u = Knm a; the whitened gradient's Knm^T (W - u) comes from the same pass.
         whitened = ctx.need_grad and self.gradient == "whitened"
         st = self._u_pass(kernel, Z, a, whitened, op)
-        self.last_solve = self.last_solve._replace(passes=op.passes + int(ctx.need_grad))  # + the adjoint pass
+        # + the adjoint pass; on the Gram route st came from G (no pass) and the adjoint forms K B itself
+        self.last_solve = self.last_solve._replace(passes=op.passes + int(ctx.need_grad))
         if self.trace_estimator == "rows":
             self._rows(Z.shape[0], op)
         cotangent = functools.partial(op.residual_cotangent, W, st)

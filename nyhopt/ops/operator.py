@@ -36,7 +36,9 @@ stays when :math:`G` and its work space (:data:`GPU_GRAM_BYTES` bytes per
 
 :attr:`KernelOperator.passes` counts the sweeps over the ``n x m`` kernel:
 each kernel evaluation (the cache, the Gram pass, a streaming product) and
-each product with the cached matrix is one; :math:`G V` is none.
+each product with the cached matrix is one; :math:`G V` is none, and so is
+:meth:`KernelOperator.fit_pass` once :math:`G` and :math:`K^T W` are held
+(:func:`gram_stats`).
 
 Examples
 --------
@@ -289,7 +291,9 @@ class KernelOperator:
     * :meth:`check_targets` (an ``n``-sized operand ``U`` of this placement),
       :meth:`kmv`, :meth:`kmtv`, :meth:`normal_matvec` (with extra
       right-hand sides), :meth:`form_gram` (the Gram pass),
-      :meth:`fit_pass` (``u = K a`` with its column sums),
+      :meth:`fit_pass` (``u = K a`` with its column sums; from the Gram
+      matrix, with no pass and no ``u``, when :meth:`stats_from_gram`),
+      :meth:`stats_from_gram`,
       :meth:`residual_cotangent` (the low-rank adjoint pass's cotangent),
       :meth:`rows` (a row sample, on the driver).
 
