@@ -364,3 +364,26 @@ def test_cotangent_type(rng):
     assert isinstance(cot, ResidualCotangent)
     assert cot.P0.shape == (200, W.shape[1] + 2) and cot.B.shape == (15, W.shape[1])
     assert cot.Q.shape == (15, W.shape[1] + 2)
+
+
+def test_residual_adjoint_in_a_forked_child_matches_prange(rng, monkeypatch):
+    """The plain (fork-safe) loop on nyhopt's workers gives the numbers of the prange loop."""
+    import numba
+
+    from nyhopt.ops import _numba
+
+    if numba.get_num_threads() < 2:
+        pytest.skip("needs 2 Numba threads")
+    kernel, X, Z, P0, B, Q = _residual_problem(rng, "matern32", True, np.float64, n=203, m=11)
+    ell = kernel.lengthscale_array(X.shape[1])
+    wrt = ("lengthscale", "centers", "X")
+    threaded = _numba.adjoint_residual(kernel, X, Z, P0, B, Q, ell, np, wrt)
+    chunks = []
+    original = _numba.map_chunks
+    monkeypatch.setattr(_numba, "map_chunks", lambda fn, parts: chunks.append(parts) or original(fn, parts))
+    monkeypatch.setattr(_numba, "in_forked_child", lambda: True)
+    monkeypatch.setattr(_numba, "_MIN_CHUNK_ENTRIES", 1)
+    split = _numba.adjoint_residual(kernel, X, Z, P0, B, Q, ell, np, wrt)
+    assert len(chunks) == 1 and chunks[0] >= 2
+    for a, b in zip(threaded, split):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)

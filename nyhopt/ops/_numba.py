@@ -222,12 +222,12 @@ def _check_wrt(wrt):
     return "centers" in wrt, "lengthscale" in wrt, "X" in wrt
 
 
-def _adjoint(run, X, Zt, ell, ell_full, flags):
-    """Allocate the accumulators, run the fused loop, finish the gradients."""
+def _adjoint(run, X, Zt, ell, ell_full, flags, buffers=2):
+    """Allocate the accumulators, run the fused loop (``buffers`` rows of ``m`` per chunk), finish the gradients."""
     need_z, need_ell, need_x = flags
     n, d = X.shape
     m = Zt.shape[1]
-    nch = _n_chunks(n, (d if need_z else 0) * m + 2 * m + d)
+    nch = _n_chunks(n, (d if need_z else 0) * m + buffers * m + d)
     az = np.zeros((nch, d, m) if need_z else (nch, 0, 0))
     ae = np.zeros((nch, d))
     gx = np.empty((n, d) if need_x else (0, 0))
@@ -295,4 +295,4 @@ def adjoint_residual(kernel, X, Z, P0, B, Q, ell, xp, wrt=("lengthscale", "cente
     def run(*acc):
         _chunked(_adjoint_residual, X.shape[0] * Zt.shape[1], code, X, ell_full, Zt, P0, Bt, Qt, *acc)
 
-    return _adjoint(run, X, Zt, ell, ell_full, flags)
+    return _adjoint(run, X, Zt, ell, ell_full, flags, buffers=3)
