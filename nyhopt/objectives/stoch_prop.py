@@ -91,11 +91,9 @@ residual on a warm start), then the two passes of the gradient: one for
 :math:`u` and :math:`\hat s` together and one adjoint pass
 (:func:`~nyhopt.ops.adjoint_lowrank`), plus :math:`O(q m^2 + m^3)`.  A value
 alone needs one pass after the solve (:func:`~nyhopt.ops.kmv` for :math:`u`).
-On the Gram route (``gram``) the solve makes no pass, and neither does
-:math:`u`: its sums come from :math:`G` and :math:`K_{nm}^T W`, and the adjoint
-pass forms :math:`P = 2 W \beta - K_{nm} (2 a \beta)` itself
-(:func:`~nyhopt.ops.adjoint_residual`), so a step is two passes (Gram and
-adjoint) and a value one.
+On the Gram route the sums of :math:`u` come from :math:`G` and the adjoint forms
+:math:`P = 2 W \beta - K_{nm} (2 a \beta)` itself (:func:`~nyhopt.ops.adjoint_residual`):
+a step is two passes (Gram, adjoint), a value one.
 Memory: :math:`O(n(k + p) + m^2)` beyond the data, never ``n x m``.
 
 Inside the solve :math:`K_{mm}` is Falkon's :math:`T^T T = K_{mm} + \epsilon m I`
@@ -549,7 +547,7 @@ class StochasticProp(Objective):
         # Quadratic forms from u = Knm a; the whitened gradient's Knm^T (W - u) comes from the same pass.
         whitened = ctx.need_grad and self.gradient == "whitened"
         st = self._u_pass(kernel, Z, a, whitened, op)
-        # + the adjoint pass; on the Gram route st came from G (no pass) and the adjoint forms K B itself
+        # + the adjoint pass (on the Gram route st came from G, with no pass)
         self.last_solve = self.last_solve._replace(passes=op.passes + int(ctx.need_grad))
         if self.trace_estimator == "rows":
             self._rows(Z.shape[0], op)
