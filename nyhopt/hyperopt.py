@@ -28,7 +28,7 @@ from ._scaling import column_mean_std, standardize
 from .backend import get_namespace
 from .placement import on_cluster
 from ._fitted import not_fitted_error as _not_fitted_error
-from .estimator import DataConversionWarning, _as_array, _check_X
+from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
 
 __all__ = ["HyperoptKRR", "HyperoptKRRClassifier"]
 

@@ -5,17 +5,16 @@ import copy
 import pickle
 import tracemalloc
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import DATA_DIR
 import nyhopt as nh
 from nyhopt.backend import gpu_available
 from nyhopt.estimator import NotFittedError
 from nyhopt.solvers import ConvergenceWarning, FalkonResult
 
-DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def closed_form(kernel, X, Z, Y, lam):
@@ -43,7 +42,7 @@ def toy():
 @pytest.fixture(scope="module")
 def energy():
     if not (DATA_DIR / "energy").exists():
-        pytest.skip(f"real data not found at {DATA_DIR} (expected ../shared/data from the repo root)")
+        pytest.skip(f"real data not found at {DATA_DIR} (set NYHOPT_DATA)")
     from nyhopt.datasets import load_dataset
 
     return load_dataset("energy", data_dir=DATA_DIR, seed=0)
@@ -306,8 +305,10 @@ def test_falkon_fit_memory_is_bounded_by_the_block_budget():
     X = rng.normal(size=(n, 4))
     y = np.sin(X[:, 0])
     model = nh.NystromKRR(nh.GaussianKernel(1.0), penalty=1e-4, centers=m, tol=1e-6, random_state=0)
-    model.fit(X[:300], y[:300]).predict(X[:10])  # warm up: lazy imports are traced too
     with nh.memory_budget(2**20), nh.cache_budget(0):
+        # Warm up on the same shapes: lazy imports and Numba's first compilation of the threaded
+        # paths (on a fresh clone, with no on-disk cache) would be traced too.
+        model.fit(X, y).predict(X)
         tracemalloc.start()
         model.fit(X, y)
         model.predict(X)

@@ -14,12 +14,13 @@ import numpy as np
 import pooch
 import pytest
 
+from conftest import DATA_DIR
 from nyhopt import _fetch, datasets
 from nyhopt._fetch import DatasetChecksumError, DatasetNotAvailableError
 from nyhopt.datasets import load_dataset
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data not found")
+DATA = DATA_DIR
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} not found (set NYHOPT_DATA)")
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):

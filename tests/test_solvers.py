@@ -8,11 +8,11 @@ least-squares problem min ||Y - Knm a||^2 + n lam ||R a||^2 with R^T R = Kmm
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import DATA_DIR
 import nyhopt as nh
 from nyhopt import solvers
 from nyhopt.backend import gpu_available
@@ -27,7 +27,6 @@ from nyhopt.solvers import (
 )
 from nyhopt.solvers import falkon as falkon_mod
 
-DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -54,7 +53,7 @@ def rel_err(a, b):
 def protein():
     """A 2000-row subset of protein (standardized, seeded) with 120 random centers."""
     if not (DATA_DIR / "protein" / "CASP.csv").exists():
-        pytest.skip(f"real data not found at {DATA_DIR} (expected ../shared/data from the repo root)")
+        pytest.skip(f"real data not found at {DATA_DIR} (set NYHOPT_DATA)")
     from nyhopt.datasets import load_dataset
 
     ds = load_dataset("protein", data_dir=DATA_DIR, seed=0)

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._estimator_params import check_feature_names_arg
-from .._validation import check_labels, check_matrix, check_real
+from .._validation import check_labels, check_matrix
 from ..backend import as_native, get_namespace
 from ..kernels import Kernel, make_kernel
 from ..params import Params
@@ -35,19 +35,17 @@ from . import adam
 from ._history import History, TuneRecord
 from ._init import as_generator
 from ._setup import build_objective as _build_objective
-from ._setup import check_dtype as _check_dtype
 from ._setup import default_noise_variance
 from ._setup import initial_params as _initial_params
 from ._setup import split_validation as _split_validation
 from ._progress import ProgressBar, wants_progress
 from ._stopping import DEFAULT_REL_DELTA, trend_stalled
 from ._targets import encode_targets, resolve_task
+from ._tune_args import FIELDS, check_arguments as _check_arguments
 from ._tracking import ErrorTracker, choose_solver, predictive_scores
 
 __all__ = ["tune", "TuneResult", "TuneRecord", "History", "FIELDS", "default_noise_variance"]
 
-#: Names accepted by ``freeze``.
-FIELDS = ("penalty", "lengthscale", "centers", "amplitude")
 
 
 class TuneResult(NamedTuple):
@@ -127,26 +125,6 @@ class TuneResult(NamedTuple):
 
 
 # ----------------------------------------------------------------------------- argument checks
-
-
-def _check_int(value, name, low):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
-
-
-def _check_freeze(freeze):
-    if freeze is None:
-        return frozenset()
-    if isinstance(freeze, str):
-        freeze = (freeze,)
-    freeze = frozenset(freeze)
-    unknown = freeze - set(FIELDS)
-    if unknown:
-        raise ValueError(f"freeze must name fields among {FIELDS}, got unknown {sorted(unknown)}")
-    if freeze == set(FIELDS):
-        raise ValueError("freeze names every hyperparameter: there is nothing to tune")
-    return freeze
 
 
 def _warn_auto_classification(y):
@@ -400,29 +378,6 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
 
 
 # ----------------------------------------------------------------------------- the stages of tune
-
-
-def _check_arguments(validation, epochs, patience, min_delta, rel_delta, lr, b1, b2, eps, freeze, dtype, callback,
-                     kernel, objective_options):
-    """Stage 1, check: the arguments that need no data; ``(epochs, patience, min_delta, rel_delta, freeze, dtype)``."""
-    if isinstance(validation, numbers.Integral) and not isinstance(validation, (bool, np.bool_)):
-        raise ValueError(f"validation={validation!r} is a number of folds, which chooses among a list of "
-                         "objectives; with one objective give a fraction in (0, 1) or a tuple (X_val, y_val)")
-    epochs = _check_int(epochs, "epochs", 0)
-    if patience is not None:
-        patience = _check_int(patience, "patience", 1)
-    min_delta = check_real(min_delta, "min_delta", low=0.0)
-    rel_delta = check_real(rel_delta, "rel_delta", low=0.0)
-    adam._check_hyper(lr, b1, b2, eps)
-    freeze = _check_freeze(freeze)
-    dtype = _check_dtype(dtype)
-    if callback is not None and not callable(callback):
-        raise TypeError(f"callback must be callable, got {callback!r}")
-    if not isinstance(kernel, (str, Kernel)):
-        raise TypeError(f"kernel must be a name or a Kernel instance, got {kernel!r}")
-    if objective_options is not None and not isinstance(objective_options, dict):
-        raise TypeError(f"objective_options must be a dict, got {type(objective_options).__name__}")
-    return epochs, patience, min_delta, rel_delta, freeze, dtype
 
 
 class _Start(NamedTuple):

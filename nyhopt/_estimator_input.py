@@ -1,0 +1,64 @@
+"""The estimators' public inputs checked and converted: ``X`` with its feature names, any array-like.
+
+Shared by :mod:`nyhopt.estimator` and :mod:`nyhopt.hyperopt`: pandas objects
+and DLPack producers become NumPy or CuPy arrays here, and bad input gets
+scikit-learn's messages.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._estimator_params import feature_names
+from ._validation import check_matrix
+from .backend import as_native, get_namespace, is_cupy_namespace
+
+__all__ = ["DataConversionWarning", "as_array", "check_X"]
+
+
+class DataConversionWarning(UserWarning):
+    """The input was converted (for instance a column-vector ``y`` to 1-D)."""
+
+
+def as_array(a, name, numeric=True):
+    """Array-like -> array (NumPy or CuPy), with clear errors for unsupported input kinds.
+
+    The one conversion of the estimators' public inputs: pandas objects and
+    DLPack producers become NumPy/CuPy arrays here (:func:`nyhopt.backend.as_native`).
+    """
+    if a is None:
+        raise ValueError(f"{name} is None; this estimator requires y to be passed, but the target y is None"
+                         if name == "y" else f"{name} is None")
+    if hasattr(a, "tocsr") or hasattr(a, "toarray"):
+        raise TypeError(f"{name} is a sparse matrix; sparse input is not supported, use {name}.toarray()")
+    a = as_native(a, name)
+    xp = get_namespace(a)
+    if not is_cupy_namespace(xp):
+        a = np.asarray(a)
+        if a.dtype == object and numeric:
+            a = np.asarray(a, dtype=np.float64)  # TypeError names the offending element
+    if a.dtype.kind == "c":
+        raise ValueError(f"{name}: Complex data not supported")
+    return a
+
+
+def check_X(est, X, reset):
+    """Validated 2-D float ``X`` and its namespace; records (``reset``) or checks feature names."""
+    est._check_feature_names(feature_names(X), reset)
+    X = as_array(X, "X")
+    xp = get_namespace(X)
+    if X.ndim != 2:
+        raise ValueError(
+            f"X must be 2-D (n_samples, n_features), got shape {tuple(X.shape)}. Reshape your data "
+            "with X.reshape(-1, 1) for one feature or X.reshape(1, -1) for one sample"
+        )
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        what = "sample(s)" if X.shape[0] == 0 else "feature(s)"
+        raise ValueError(
+            f"X has 0 {what} (shape={tuple(X.shape)}) while a minimum of 1 is required."
+        )
+    if not reset and X.shape[1] != est.n_features_in_:
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {type(est).__name__} is expecting "
+            f"{est.n_features_in_} features as input"
+        )
+    return check_matrix(X, "X", xp), xp
