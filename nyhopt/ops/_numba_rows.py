@@ -288,11 +288,19 @@ def _residual_row(P0, i, Bt, Qt, v, p, g):
     r, kb, m = P0.shape[1], Bt.shape[0], v.shape[0]
     for q in range(r):
         p[q] = np.float64(P0[i, q])
-    for q in range(kb):
-        t = 0.0
+    for q in range(0, kb - 1, 2):  # two columns of B per sweep over the kernel row
+        t0 = t1 = 0.0
         for j in range(m):
-            t += v[j] * Bt[q, j]
-        p[q] -= t
+            vj = v[j]
+            t0 += vj * Bt[q, j]
+            t1 += vj * Bt[q + 1, j]
+        p[q] -= t0
+        p[q + 1] -= t1
+    if kb % 2:
+        t0 = 0.0
+        for j in range(m):
+            t0 += v[j] * Bt[kb - 1, j]
+        p[kb - 1] -= t0
     for j in range(m):
         g[j] = 0.0
     for q in range(0, r - 1, 2):
