@@ -387,3 +387,18 @@ def test_residual_adjoint_in_a_forked_child_matches_prange(rng, monkeypatch):
     assert len(chunks) == 1 and chunks[0] >= 2
     for a, b in zip(threaded, split):
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("route", ["int8", "float16"])
+def test_a_tensor_core_gram_matrix_keeps_the_explicit_pass(rng, monkeypatch, route):
+    """A G of float32-level accuracy (GPU tensor cores) would be amplified by w.w / r.r: u is formed."""
+    import types
+
+    from nyhopt.ops import operator
+
+    monkeypatch.setattr(operator, "_gram", types.SimpleNamespace(tensor_core_route=lambda dtype, xp: route))
+    kernel, X, Z, W, a, _ = _fit_problem(rng, n=200, m=15)
+    op = KernelOperator(kernel, X, Z, cache=False, gram=True)
+    op.form_gram(W)
+    assert not op.stats_from_gram(W)
+    assert op.fit_pass(a, W, True).u is not None

@@ -68,8 +68,8 @@ from .cached import CachedKernel, cache_storage
 from . import gram as _gram
 from .gram import gram_matrix
 
-__all__ = ["KernelOperator", "FitPass", "LowRankCotangent", "ResidualCotangent", "column_stats", "gram_stats", "target_sums", "check_policy", "GRAM_GAIN",
-           "gram_pays", "gram_now", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S", "GPU_GRAM8_S", "GPU_GRAM64_S", "GPU_PRODUCT_S",
+__all__ = ["KernelOperator", "FitPass", "LowRankCotangent", "ResidualCotangent", "column_stats", "gram_stats",
+           "target_sums", "check_policy", "GRAM_GAIN", "gram_pays", "gram_now", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S", "GPU_GRAM8_S", "GPU_GRAM64_S", "GPU_PRODUCT_S",
            "GPU_GRAM_BYTES"]
 
 #: Ratio of the machine's speed on the Gram matrix's rank updates to its speed on the
@@ -238,9 +238,11 @@ def gram_stats(G, KtW, a, ww, wlast=None):
     :math:`w_j^T u_j = (K^T W)_j^T a_j`, :math:`u_j^T u_j = a_j^T G a_j`,
     :math:`r_j^T r_j = w_j^T w_j - 2 w_j^T u_j + u_j^T u_j` and
     :math:`R^T r_{-1} = W^T w_{-1} - (K^T W)^T a_{-1} - a^T (K^T W)_{-1} + a^T G a_{-1}`.
-    The residual sums are differences: their absolute error is that of
-    :math:`G` times :math:`\|w_j\|^2`, so relative to :math:`r_j^T r_j` it
-    grows as :math:`\|w_j\|^2 / \|r_j\|^2` (docs/stochastic.md, "Passes per step").
+    The residual sums are differences of terms of size :math:`\|w_j\|^2` (or
+    more, when the entries of :math:`a_j` cancel): their absolute error is the
+    relative error of :math:`G` and :math:`K^T W` times those terms, so
+    relative to :math:`r_j^T r_j` it grows as :math:`\|w_j\|^2 / \|r_j\|^2`
+    (measured in docs/stochastic.md, "Passes per step").
     """
     KtKa = G @ a
     wu = (KtW * a).sum(axis=0)
@@ -374,8 +376,11 @@ class KernelOperator:
         """Whether :meth:`fit_pass` of ``W`` reads its sums from the Gram matrix (no pass).
 
         When :math:`G` and :math:`K^T W` (``gram_rhs``, ``k`` columns like
-        ``W``) are held and :math:`G` is as accurate as the data (not the
-        float16 tensor-core route, :mod:`nyhopt.ops.gram16`).
+        ``W``) are held and :math:`G` comes from float64 products (of the
+        held kernel or of each block): not from tensor cores
+        (:data:`nyhopt.ops.gram.TENSOR_CORES`), whose :math:`G` is accurate
+        to float32 at best, which the differences of :func:`gram_stats`
+        would amplify by :math:`\\|w_j\\|^2 / \\|r_j\\|^2`.
         """
         return (self.gram is not None and self.gram_rhs is not None and self._gram_exact
                 and tuple(self.gram_rhs.shape) == (self.shape[1], int(W.shape[1])))
@@ -462,7 +467,7 @@ class KernelOperator:
             self._gram_exact = True
         else:
             self.gram, KtU = gram_matrix(self.kernel, self.X, self.Z, U)
-            self._gram_exact = _gram.tensor_core_route(self.X.dtype, self.xp) != "float16"
+            self._gram_exact = _gram.tensor_core_route(self.X.dtype, self.xp) is None
         self.passes += 1
         self.gram_rhs = KtU
         return KtU
