@@ -402,3 +402,21 @@ def test_a_tensor_core_gram_matrix_keeps_the_explicit_pass(rng, monkeypatch, rou
     op.form_gram(W)
     assert not op.stats_from_gram(W)
     assert op.fit_pass(a, W, True).u is not None
+
+
+def test_target_sums_are_kept_while_w_is_the_same(rng):
+    from nyhopt.ops import operator
+
+    X, y, params = _problem(rng)
+    obj = StochasticProp(X, y, n_probes=10, random_state=0, gram=True, kernel_cache=False, mean="constant")
+    v1 = obj.value(params)
+    memo = dict(obj._w_sums)
+    assert memo["W"] is obj._W
+    v2 = obj.value(params)
+    assert obj._w_sums["ww"] is memo["ww"] and obj._w_sums["wl"] is memo["wl"]  # kept, not summed again
+    assert v2 == pytest.approx(v1, rel=1e-9)
+    np.testing.assert_allclose(memo["ww"], np.sum(obj._W**2, axis=0), rtol=1e-13)
+    np.testing.assert_allclose(memo["wl"], obj._W.T @ obj._W[:, -1], rtol=1e-13)
+    other = obj._W.copy()  # another W: summed anew
+    ww, wl = operator.target_sums(other, np, cross=True, memo=obj._w_sums)
+    assert obj._w_sums["W"] is other and ww is not memo["ww"]

@@ -517,14 +517,15 @@ class ShardedOperator:
         """Rows ``idx`` (sorted int64 host indices) of ``X``, gathered on the driver."""
         return self.data.rows(idx)
 
-    def fit_pass(self, a, W, normal, plain=False, cross=False):
+    def fit_pass(self, a, W, normal, plain=False, cross=False, memo=None):
         """:meth:`KernelOperator.fit_pass <nyhopt.ops.operator.KernelOperator.fit_pass>` on the workers.
 
         ``W`` is :data:`TARGETS`; ``u`` stays on the workers (a kept result
         for :meth:`residual_cotangent`).  With the Gram matrix, ``K^T W``
         and the targets' sums from its pass (:meth:`stats_from_gram`) the
         sums come from :func:`~nyhopt.ops.operator.gram_stats` on the driver,
-        with no pass, and ``u`` is None.
+        with no pass, and ``u`` is None (``memo`` is not used: the Gram pass
+        sums the targets).
         """
         self._check_u(W)
         a = np.asarray(a)

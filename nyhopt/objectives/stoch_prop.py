@@ -393,6 +393,7 @@ class StochasticProp(Objective):
             self._G = probe_rows(self.seed, self.n_probes - self.sketch_size, 0, n, self.probe_kind,
                                  stream=STREAM_HUTCHPP, dtype=dt, xp=xp)
         self._W = None if self.probes is None else self._stack(self.probes)
+        self._w_sums = {}
         self._beta = None
         self._rows_cache = None
         self.last_solve = None
@@ -503,7 +504,8 @@ class StochasticProp(Objective):
 
     def _u_pass(self, kernel, Z, a, whitened, op):
         """The pass ``u = Knm a`` with its column sums (and ``Knm^T u``, ``Knm^T W`` if ``whitened``): ``op.fit_pass``."""
-        return op.fit_pass(a, self._W, whitened, self.value_form == "plain", cross=bool(self._n_ones))
+        return op.fit_pass(a, self._W, whitened, self.value_form == "plain", cross=bool(self._n_ones),
+                           memo=self._w_sums)  # W's sums for the Gram route, kept while W is the same
 
     def _falkon(self, kernel, Z, lam, W, beta0, precond, rhs, op):
         """The Falkon solve with right-hand sides ``Knm^T W`` on the evaluation's operator."""

@@ -210,18 +210,28 @@ class ResidualCotangent(NamedTuple):
         return adjoint_residual(kernel, self.X, Z, self.P0, self.B, self.Q, wrt=wrt)
 
 
-def target_sums(W, xp, cross=False):
-    """``(W.W per column, W^T W[:, -1] or None)`` in float64, over row blocks (no ``n x k`` float64 copy)."""
+def target_sums(W, xp, cross=False, memo=None):
+    """``(W.W per column, W^T W[:, -1] or None)`` in float64, over row blocks (no ``n x k`` float64 copy).
+
+    ``memo``: a dict that keeps the sums of the last ``W`` (by identity; the
+    caller must not change ``W`` in place while it keeps ``memo``), so that
+    the same right-hand sides are summed once (:math:`O(n k)`: 0.4 s at
+    n = 2e6, k = 22 on this CPU).
+    """
+    if memo is not None and memo.get("W") is W and (memo["wl"] is not None or not cross):
+        return memo["ww"], memo["wl"] if cross else None
     n, k = W.shape
     f64 = xp.float64
     ww = xp.zeros(k, dtype=f64)
     wl = xp.zeros(k, dtype=f64) if cross else None
-    step = max(1, (1 << 22) // max(k, 1))
+    step = max(1, (1 << 20) // max(k, 1))
     for lo in range(0, n, step):
         Wb = W[lo:lo + step].astype(f64, copy=False)
-        ww += xp.sum(Wb * Wb, axis=0)
+        ww += xp.einsum("ij,ij->j", Wb, Wb)
         if cross:
-            wl += Wb.T @ Wb[:, -1]
+            wl += xp.ascontiguousarray(Wb[:, -1]) @ Wb
+    if memo is not None:
+        memo.update(W=W, ww=ww, wl=wl)
     return ww, wl
 
 
@@ -385,19 +395,21 @@ class KernelOperator:
         return (self.gram is not None and self.gram_rhs is not None and self._gram_exact
                 and tuple(self.gram_rhs.shape) == (self.shape[1], int(W.shape[1])))
 
-    def fit_pass(self, a, W, normal, plain=False, cross=False):
+    def fit_pass(self, a, W, normal, plain=False, cross=False, memo=None):
         """The sums of ``u = K a`` and ``W`` (:func:`column_stats`; a :class:`FitPass`), in at most one pass.
 
         With :math:`G` and :math:`K^T W` from the Gram pass
         (:meth:`stats_from_gram`) they come from :func:`gram_stats` with no
-        pass and ``u`` is None.  Otherwise the pass forms ``u``; with
-        ``normal`` it also gives :math:`K^T u` and :math:`K^T W` in the same
-        pass.  ``plain``, ``cross``: the optional sums of :func:`column_stats`.
+        pass and ``u`` is None (``memo``: a dict keeping the sums of ``W``
+        for the next call, see :func:`target_sums`).  Otherwise the pass
+        forms ``u``; with ``normal`` it also gives :math:`K^T u` and
+        :math:`K^T W` in the same pass.  ``plain``, ``cross``: the optional
+        sums of :func:`column_stats`.
         """
         xp = self.xp
         if self.stats_from_gram(W):
             f64 = xp.float64
-            ww, wlast = target_sums(W, xp, cross)
+            ww, wlast = target_sums(W, xp, cross, memo)
             KtKa, wu, uu, rr, ww, cr = gram_stats(self.gram, self.gram_rhs.astype(f64, copy=False),
                                                   a.astype(f64, copy=False), ww, wlast)
             return FitPass(None, KtKa if normal else None, self.gram_rhs if normal else None, wu, uu, rr,
