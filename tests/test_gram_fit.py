@@ -389,19 +389,46 @@ def test_residual_adjoint_in_a_forked_child_matches_prange(rng, monkeypatch):
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("route", ["int8", "float16"])
-def test_a_tensor_core_gram_matrix_keeps_the_explicit_pass(rng, monkeypatch, route):
-    """A G of float32-level accuracy (GPU tensor cores) would be amplified by w.w / r.r: u is formed."""
+def _with_route(monkeypatch, route):
     import types
 
     from nyhopt.ops import operator
 
     monkeypatch.setattr(operator, "_gram", types.SimpleNamespace(tensor_core_route=lambda dtype, xp: route))
+
+
+def test_a_float16_gram_matrix_keeps_the_explicit_pass(rng, monkeypatch):
+    """The float16 tensor-core G (biased diagonal) is never read for the sums: u is formed."""
+    _with_route(monkeypatch, "float16")
     kernel, X, Z, W, a, _ = _fit_problem(rng, n=200, m=15)
     op = KernelOperator(kernel, X, Z, cache=False, gram=True)
     op.form_gram(W)
     assert not op.stats_from_gram(W)
     assert op.fit_pass(a, W, True).u is not None
+
+
+def test_an_int8_gram_matrix_gives_the_sums_where_the_residuals_are_not_small(rng, monkeypatch):
+    """int8 G (error about 6e-8): its sums are kept only where r.r >= TENSOR_STATS_MIN_RATIO (w.w + u.u)."""
+    from nyhopt.ops.operator import TENSOR_STATS_MIN_RATIO
+
+    _with_route(monkeypatch, "int8")
+    kernel, X, Z, W, a, K = _fit_problem(rng, n=400, m=30, noise=0.3)
+    want = _dense_stats(W[:, :-1], K, a[:, :-1])
+    assert np.all(want[2] >= TENSOR_STATS_MIN_RATIO * (want[3] + want[1]))
+    op = KernelOperator(kernel, X, Z, cache=False, gram=True)
+    op.form_gram(W[:, :-1])
+    assert op.stats_from_gram(W[:, :-1])
+    fit = op.fit_pass(a[:, :-1], W[:, :-1], True)
+    assert fit.u is None and op.passes == 1
+    assert _relerr(fit.rr, want[2]) < 1e-10
+
+    # the column of ones is fitted almost exactly: r.r is far below w.w, so the pass is made
+    want = _dense_stats(W, K, a)
+    assert want[2][-1] < TENSOR_STATS_MIN_RATIO * (want[3][-1] + want[1][-1])
+    op = KernelOperator(kernel, X, Z, cache=False, gram=True)
+    op.form_gram(W)
+    fit = op.fit_pass(a, W, True)
+    assert fit.u is not None and op.passes == 2
 
 
 def test_target_sums_are_kept_while_w_is_the_same(rng):

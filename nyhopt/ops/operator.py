@@ -70,7 +70,7 @@ from .gram import gram_matrix
 
 __all__ = ["KernelOperator", "FitPass", "LowRankCotangent", "ResidualCotangent", "column_stats", "gram_stats",
            "target_sums", "check_policy", "GRAM_GAIN", "gram_pays", "gram_now", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S", "GPU_GRAM8_S", "GPU_GRAM64_S", "GPU_PRODUCT_S",
-           "GPU_GRAM_BYTES"]
+           "GPU_GRAM_BYTES", "TENSOR_STATS_MIN_RATIO"]
 
 #: Ratio of the machine's speed on the Gram matrix's rank updates to its speed on the
 #: skinny products of a streaming normal product, times 4 (their flop ratio):
@@ -99,6 +99,11 @@ GPU_PRODUCT_S = 2.1e-13
 #: Bytes per :math:`m^2` the GPU Gram route holds at once: float64 ``G``, its two float64 parts
 #: and their float32 sums, and the ``m x m`` matrices of the solve.
 GPU_GRAM_BYTES = 64
+
+#: Smallest :math:`r_j^T r_j / (w_j^T w_j + u_j^T u_j)`, in every column, for which
+#: :meth:`KernelOperator.fit_pass` keeps the sums it read from an int8 tensor-core :math:`G`
+#: (relative error about 6e-8): their error then stays below about 1e-5 of :math:`r_j^T r_j`.
+TENSOR_STATS_MIN_RATIO = 1e-2
 
 
 def _device_free_bytes(xp):
@@ -344,7 +349,7 @@ class KernelOperator:
         n, m = X.shape[0], self.Z.shape[0]
         self.passes = 0
         self.gram = self.gram_rhs = None
-        self._gram_exact = True
+        self._gram_route = None
         self.gram_policy = check_policy(gram, "gram")
         self._streamed = 0
         if isinstance(cache, CachedKernel):
@@ -383,16 +388,19 @@ class KernelOperator:
         return self.X[self.xp.asarray(idx)]
 
     def stats_from_gram(self, W):
-        """Whether :meth:`fit_pass` of ``W`` reads its sums from the Gram matrix (no pass).
+        """Whether :meth:`fit_pass` of ``W`` may read its sums from the Gram matrix (no pass).
 
         When :math:`G` and :math:`K^T W` (``gram_rhs``, ``k`` columns like
         ``W``) are held and :math:`G` comes from float64 products (of the
-        held kernel or of each block): not from tensor cores
-        (:data:`nyhopt.ops.gram.TENSOR_CORES`), whose :math:`G` is accurate
-        to float32 at best, which the differences of :func:`gram_stats`
-        would amplify by :math:`\\|w_j\\|^2 / \\|r_j\\|^2`.
+        held kernel or of each block) or from the int8 tensor-core route
+        (:data:`nyhopt.ops.gram.TENSOR_CORES`).  The int8 route's :math:`G`
+        is accurate to about 6e-8, which the differences of
+        :func:`gram_stats` amplify by :math:`(\\|w_j\\|^2 + \\|u_j\\|^2) /
+        \\|r_j\\|^2`: :meth:`fit_pass` keeps its sums only when that ratio is
+        at most ``1 / TENSOR_STATS_MIN_RATIO`` in every column, and makes the
+        pass otherwise.  The float16 route's :math:`G` is never used for them.
         """
-        return (self.gram is not None and self.gram_rhs is not None and self._gram_exact
+        return (self.gram is not None and self.gram_rhs is not None and self._gram_route in (None, "int8")
                 and tuple(self.gram_rhs.shape) == (self.shape[1], int(W.shape[1])))
 
     def fit_pass(self, a, W, normal, plain=False, cross=False, memo=None):
@@ -412,8 +420,9 @@ class KernelOperator:
             ww, wlast = target_sums(W, xp, cross, memo)
             KtKa, wu, uu, rr, ww, cr = gram_stats(self.gram, self.gram_rhs.astype(f64, copy=False),
                                                   a.astype(f64, copy=False), ww, wlast)
-            return FitPass(None, KtKa if normal else None, self.gram_rhs if normal else None, wu, uu, rr,
-                           ww if plain else None, cr)
+            if self._gram_route is None or bool(xp.all(rr >= TENSOR_STATS_MIN_RATIO * (ww + uu))):
+                return FitPass(None, KtKa if normal else None, self.gram_rhs if normal else None, wu, uu, rr,
+                               ww if plain else None, cr)
         a_dt = a.astype(self.X.dtype, copy=False)
         KtKa = KtW = None
         if normal and self.gram is not None and self.gram_rhs is not None:
@@ -476,10 +485,10 @@ class KernelOperator:
         if self.cache is not None:
             with cpu_threads("pool", self.xp):
                 self.gram, KtU = self.cache.gram(U)
-            self._gram_exact = True
+            self._gram_route = None
         else:
             self.gram, KtU = gram_matrix(self.kernel, self.X, self.Z, U)
-            self._gram_exact = _gram.tensor_core_route(self.X.dtype, self.xp) is None
+            self._gram_route = _gram.tensor_core_route(self.X.dtype, self.xp)
         self.passes += 1
         self.gram_rhs = KtU
         return KtU
