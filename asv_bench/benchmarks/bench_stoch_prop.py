@@ -15,7 +15,14 @@ Two kinds of step are timed:
   the default before the kernel cache and the Gram route (every CG iteration
   a pass over the data that evaluates the kernel again);
 * ``cold ... kernel_cache``: ``kernel_cache=True, gram=False`` (K_nm held,
-  32 MB here; every CG iteration two matrix products with it).
+  32 MB here; every CG iteration two matrix products with it);
+* ``cold ... gram``: ``kernel_cache=False, gram=True`` (the Gram route
+  streaming: two passes a step, the Gram pass and the adjoint;
+  ``track_cold_passes_gram`` counts them).
+
+``StochPropGramLarge`` (opt-in, ``NYHOPT_BENCH_LARGE=1``): a cold Gram-route
+step at n = 2e5, m = 1000, d = 28 in float32 and float64, where the passes
+over the kernel dominate.
 
 ``StochPropP2WarmStart`` counts the CG iterations along that trajectory
 with the previous solution (the default) or the extrapolated one as start.
@@ -38,12 +45,12 @@ import time
 import numpy as np
 
 
-def _problem(n, m, dtype=np.float64, seed=1234):
+def _problem(n, m, dtype=np.float64, seed=1234, d=8):
     import nyhopt as nh
     from nyhopt.datasets import synthetic
 
-    ds = synthetic(n, d=8, n_test=10, seed=seed, dtype=dtype)
-    theta = nh.Params.from_natural(penalty=1e-4, lengthscale=np.ones(8), centers=ds.X_train[:m])
+    ds = synthetic(n, d=d, n_test=10, seed=seed, dtype=dtype)
+    theta = nh.Params.from_natural(penalty=1e-4, lengthscale=np.full(d, np.sqrt(d / 8)), centers=ds.X_train[:m])
     return ds.X_train, ds.y_train, theta
 
 
@@ -86,6 +93,8 @@ class StochPropP2:
         self.cached.value_and_grad(self.path[0])
         self.streaming = _objective(X, y, kernel_cache=False, gram=False)
         self.streaming.value_and_grad(self.path[0])
+        self.gram = _objective(X, y, kernel_cache=False, gram=True)
+        self.gram.value_and_grad(self.path[0])
         self.i = 1
 
     def time_cold_step(self, trajectory):
@@ -99,6 +108,17 @@ class StochPropP2:
     def time_cold_step_streaming(self, trajectory):
         self.streaming.reset()
         self.streaming.value_and_grad(self.path[0])
+
+    def time_cold_step_gram(self, trajectory):
+        self.gram.reset()
+        self.gram.value_and_grad(self.path[0])
+
+    def track_cold_passes_gram(self, trajectory):
+        self.gram.reset()
+        self.gram.value_and_grad(self.path[0])
+        return self.gram.last_solve.passes
+
+    track_cold_passes_gram.unit = "passes over K"
 
     def track_cold_passes(self, trajectory):
         self.obj.reset()
@@ -165,6 +185,35 @@ class StochPropP2Float32:
     def time_cold_step(self):
         self.obj.reset()
         self.obj.value_and_grad(self.theta)
+
+
+class StochPropGramLarge:
+    """A cold Gram-route step (``kernel_cache=False, gram=True``) at n = 2e5, m = 1000, d = 28 (opt-in)."""
+
+    timeout = 1800
+    number = 1
+    repeat = (1, 3, 300.0)
+    warmup_time = 0
+    params = ["float32", "float64"]
+    param_names = ["dtype"]
+
+    def setup(self, dtype):
+        if os.environ.get("NYHOPT_BENCH_LARGE") != "1":
+            raise NotImplementedError("runs only with NYHOPT_BENCH_LARGE=1 (tens of seconds per step)")
+        X, y, self.theta = _problem(200_000, 1000, dtype=np.dtype(dtype), d=28)
+        self.obj = _objective(X, y, kernel_cache=False, gram=True)
+        self.obj.value_and_grad(self.theta)
+
+    def time_cold_step(self, dtype):
+        self.obj.reset()
+        self.obj.value_and_grad(self.theta)
+
+    def track_cold_passes(self, dtype):
+        self.obj.reset()
+        self.obj.value_and_grad(self.theta)
+        return self.obj.last_solve.passes
+
+    track_cold_passes.unit = "passes over K"
 
 
 class StochPropP3:

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import ops
 from ..ops import gram as _gram
-from ..ops.operator import column_stats
+from ..ops.operator import column_stats, target_sums
 from .._validation import check_matrix, check_targets
 from ..backend import get_namespace, to_numpy
 
@@ -50,10 +50,17 @@ def block_normal(block, shared, V, use_y, kv):
 
 
 def block_gram(block, shared, use_y):
-    """Partial ``(K^T K, K^T Y or None)`` of one block (float64, ``m x m`` and ``m x p``): the Gram pass."""
+    """Partial ``(K^T K, K^T Y, Y.Y, Y^T y_last)`` of one block (float64; the last three None unless ``use_y``).
+
+    The Gram pass; the targets' sums (per column, and with the last column)
+    let the fit sums come from the Gram matrix later (:func:`nyhopt.ops.operator.gram_stats`).
+    """
     X, Y, xp, kernel, Z = _local(block, shared)
     G, KtY = _gram.gram_matrix(kernel, X, Z, Y if use_y else None)
-    return (_host64(G), None if KtY is None else _host64(KtY))
+    if not use_y:
+        return (_host64(G), None, None, None)
+    ww, wlast = target_sums(Y, xp, cross=True)
+    return (_host64(G), _host64(KtY), _host64(ww), _host64(wlast))
 
 
 def block_kmtv(block, shared, U=None):
@@ -120,11 +127,20 @@ def block_adjoint(block, shared, beta, a, wrt, u):
     """Partial ``(d/d ell, d/d Z)`` of ``<P Q^T, K>`` on one block, ``P = 2 (W - u) diag(beta)``, ``Q = a``.
 
     A symmetric matrix ``beta`` (the constant mean's bilinear forms) gives ``P = 2 (W - u) beta``.
+    Without ``u`` (None: the fit sums came from the Gram matrix) ``P = 2 W beta - K (2 a beta)``,
+    formed inside the adjoint pass (:func:`nyhopt.ops.adjoint_residual`).
     """
     X, W, xp, kernel, Z = _local(block, shared)
-    R2 = 2.0 * (W.astype(np.float64) - u.astype(np.float64))
     beta = xp.asarray(beta)
-    P = R2 @ beta if beta.ndim == 2 else R2 * beta[None, :]
+    scale = (lambda A: A @ beta) if beta.ndim == 2 else (lambda A: A * beta[None, :])  # noqa: E731
+    if u is None:
+        a64 = xp.asarray(a, dtype=np.float64)
+        kg = ops.adjoint_residual(kernel, X, Z, (2.0 * scale(W.astype(np.float64))).astype(X.dtype),
+                                  (2.0 * scale(a64)).astype(X.dtype), xp.asarray(a, dtype=X.dtype), wrt=wrt)
+        return (None if kg.lengthscale is None else _host64(kg.lengthscale),
+                None if kg.centers is None else _host64(kg.centers))
+    R2 = 2.0 * (W.astype(np.float64) - u.astype(np.float64))
+    P = scale(R2)
     kg = ops.adjoint_lowrank(kernel, X, Z, P.astype(X.dtype), xp.asarray(a, dtype=X.dtype), wrt=wrt)
     return (None if kg.lengthscale is None else _host64(kg.lengthscale),
             None if kg.centers is None else _host64(kg.centers))

@@ -30,7 +30,7 @@ import distributed
 import numpy as np
 
 from .._validation import check_matrix
-from ..ops.operator import FitPass, check_policy, gram_now
+from ..ops.operator import FitPass, check_policy, gram_now, gram_stats
 from ..kernels import Kernel, KernelGrad
 from ..kernels._base import check_finite_grad
 from . import _blocks, _cost
@@ -429,6 +429,7 @@ class ShardedOperator:
         self.dtype = data.dtype
         self.passes = 0
         self.gram = self.gram_rhs = None
+        self._target_sums = None
         self.gram_policy = check_policy(gram, "gram")
         self._streamed, self._slots = 0, None
         self._owns = owns_data
@@ -463,9 +464,10 @@ class ShardedOperator:
     def form_gram(self, U=None):
         """Form :math:`G = K^T K` now: one pass, one ``m x m`` partial per block; returns ``K^T U`` or None."""
         use_y = self._check_u(U)
-        self.gram, KtU = self.data.reduce(_blocks.block_gram, self._shared, use_y)
+        self.gram, KtU, ww, wlast = self.data.reduce(_blocks.block_gram, self._shared, use_y)
         self.passes += 1
         self.gram_rhs = KtU
+        self._target_sums = (ww, wlast) if use_y else None
         return KtU
 
     def _wants_gram(self, k):
@@ -515,15 +517,25 @@ class ShardedOperator:
         """Rows ``idx`` (sorted int64 host indices) of ``X``, gathered on the driver."""
         return self.data.rows(idx)
 
-    def fit_pass(self, a, W, normal, plain=False, cross=False):
+    def fit_pass(self, a, W, normal, plain=False, cross=False, memo=None):
         """:meth:`KernelOperator.fit_pass <nyhopt.ops.operator.KernelOperator.fit_pass>` on the workers.
 
         ``W`` is :data:`TARGETS`; ``u`` stays on the workers (a kept result
-        for :meth:`residual_cotangent`).  With the Gram matrix and
-        ``K^T W`` from its pass, :math:`K^T u = G a` and the pass only forms ``u``.
+        for :meth:`residual_cotangent`).  With the Gram matrix, ``K^T W``
+        and the targets' sums from its pass (:meth:`stats_from_gram`) the
+        sums come from :func:`~nyhopt.ops.operator.gram_stats` on the driver,
+        with no pass, and ``u`` is None (``memo`` is not used: the Gram pass
+        sums the targets).
         """
         self._check_u(W)
         a = np.asarray(a)
+        if self.stats_from_gram(W):
+            f64 = np.float64
+            ww, wlast = self._target_sums
+            KtKa, wu, uu, rr, ww, cr = gram_stats(self.gram, self.gram_rhs.astype(f64, copy=False),
+                                                  a.astype(f64, copy=False), ww, wlast)
+            return FitPass(None, KtKa if normal else None, self.gram_rhs if normal else None, wu, uu, rr,
+                           ww if plain else None, cr if cross else None)
         from_gram = normal and self.gram is not None and self.gram_rhs is not None
         sums, u = self.data.reduce(_blocks.block_u_pass, self._shared, self.data.operand(a),
                                    normal and not from_gram, plain, cross, keep=True)
@@ -532,10 +544,17 @@ class ShardedOperator:
             sums = (self.gram @ a.astype(np.float64, copy=False), self.gram_rhs) + tuple(sums[2:])
         return FitPass(u, *sums)
 
+    def stats_from_gram(self, W):
+        """Whether :meth:`fit_pass` reads its sums from the Gram matrix: ``G``, ``K^T W`` and the targets' sums held."""
+        return (self.gram is not None and self.gram_rhs is not None and self._target_sums is not None
+                and W is TARGETS)
+
     def residual_cotangent(self, W, fit, beta, a, extra=None):
         """The cotangent ``P Q^T``, ``P = 2 (W - u) diag(beta)``, ``Q = a``, contracted on the workers.
 
         A symmetric matrix ``beta`` gives ``P = 2 (W - u) beta`` (the constant mean of ``stoch-prop``).
+        Without ``u`` (``fit.u`` None: sums from the Gram matrix) each block
+        forms ``P = 2 W beta - K (2 a beta)`` inside its adjoint pass.
         """
         if extra is not None:
             raise ValueError("the Hutchinson trace gap needs n-sized work on the driver; use trace_estimator='rows'")

@@ -61,6 +61,7 @@ def init_on_cluster(obj, y, kernel, n_probes, probes, trace_estimator, effective
         with_probes.release()
     obj.probes = TraceProbes(None, np.full(t, 1.0 / t), "hutchinson", 0)
     obj._W = TARGETS  # [R | Y] ([R | Y | 1] with the constant), persisted with the rows
+    obj._w_sums = {}  # not used here: the Gram pass sums the targets
     obj._G = None
     obj._beta = None
     obj._rows_cache = None

@@ -58,7 +58,8 @@ class SolveRecord(NamedTuple):
     passes : int
         Sweeps over the ``n x m`` kernel of the whole evaluation: the
         kernel's evaluation when it is held, the Gram pass or the solve's
-        passes, the pass for ``u = Knm a`` and, with a gradient, the adjoint
+        passes, the pass for ``u = Knm a`` (none on the Gram route, whose
+        sums come from the Gram matrix) and, with a gradient, the adjoint
         pass (:mod:`nyhopt.ops.operator`); 0 on a Dask cluster.
     """
 

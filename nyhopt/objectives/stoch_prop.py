@@ -91,6 +91,9 @@ residual on a warm start), then the two passes of the gradient: one for
 :math:`u` and :math:`\hat s` together and one adjoint pass
 (:func:`~nyhopt.ops.adjoint_lowrank`), plus :math:`O(q m^2 + m^3)`.  A value
 alone needs one pass after the solve (:func:`~nyhopt.ops.kmv` for :math:`u`).
+On the Gram route the sums of :math:`u` come from :math:`G` and the adjoint forms
+:math:`P = 2 W \beta - K_{nm} (2 a \beta)` itself (:func:`~nyhopt.ops.adjoint_residual`):
+a step is two passes (Gram, adjoint), a value one.
 Memory: :math:`O(n(k + p) + m^2)` beyond the data, never ``n x m``.
 
 Inside the solve :math:`K_{mm}` is Falkon's :math:`T^T T = K_{mm} + \epsilon m I`
@@ -212,7 +215,8 @@ class StochasticProp(Objective):
     gradient : {"whitened", "direct"}, default "whitened"
         Gradient formula (see the module notes); both are exact at exact
         solves, the whitened one is far more accurate at loose tolerances;
-        both take two passes over the data after the solve.
+        both take two passes over the data after the solve (one, the adjoint,
+        on the Gram route).
     kernel_cache : {"auto", True, False, "float16"}, default "auto"
         Hold :math:`K_{nm}` in memory during each evaluation
         (:class:`~nyhopt.ops.cached.CachedKernel`, ``n m`` numbers of the data
@@ -389,6 +393,7 @@ class StochasticProp(Objective):
             self._G = probe_rows(self.seed, self.n_probes - self.sketch_size, 0, n, self.probe_kind,
                                  stream=STREAM_HUTCHPP, dtype=dt, xp=xp)
         self._W = None if self.probes is None else self._stack(self.probes)
+        self._w_sums = {}
         self._beta = None
         self._rows_cache = None
         self.last_solve = None
@@ -499,7 +504,8 @@ class StochasticProp(Objective):
 
     def _u_pass(self, kernel, Z, a, whitened, op):
         """The pass ``u = Knm a`` with its column sums (and ``Knm^T u``, ``Knm^T W`` if ``whitened``): ``op.fit_pass``."""
-        return op.fit_pass(a, self._W, whitened, self.value_form == "plain", cross=bool(self._n_ones))
+        return op.fit_pass(a, self._W, whitened, self.value_form == "plain", cross=bool(self._n_ones),
+                           memo=self._w_sums)  # W's sums for the Gram route, kept while W is the same
 
     def _falkon(self, kernel, Z, lam, W, beta0, precond, rhs, op):
         """The Falkon solve with right-hand sides ``Knm^T W`` on the evaluation's operator."""
@@ -543,7 +549,8 @@ class StochasticProp(Objective):
         # Quadratic forms from u = Knm a; the whitened gradient's Knm^T (W - u) comes from the same pass.
         whitened = ctx.need_grad and self.gradient == "whitened"
         st = self._u_pass(kernel, Z, a, whitened, op)
-        self.last_solve = self.last_solve._replace(passes=op.passes + int(ctx.need_grad))  # + the adjoint pass
+        # + the adjoint pass (on the Gram route st came from G, with no pass)
+        self.last_solve = self.last_solve._replace(passes=op.passes + int(ctx.need_grad))
         if self.trace_estimator == "rows":
             self._rows(Z.shape[0], op)
         cotangent = functools.partial(op.residual_cotangent, W, st)

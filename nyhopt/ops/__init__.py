@@ -38,6 +38,7 @@ __all__ = [
     "normal_matvec",
     "adjoint_dense",
     "adjoint_lowrank",
+    "adjoint_residual",
     "adjoint_factored",
     "CPU_IMPL",
     "set_cpu_impl",
@@ -66,14 +67,15 @@ def set_cpu_impl(op: str | None = None, impl: str = "numpy") -> None:
         CPU_IMPL[name] = impl
 
 
-def _module(op, xp):
+def _module(op, xp, name=None):
+    """The implementation of operation ``op`` for ``xp`` (its function ``name``, default ``op``)."""
     if is_cupy_namespace(xp):
         mod = importlib.import_module("nyhopt.ops._cupy")
     elif CPU_IMPL[op] == "numba":
         mod = importlib.import_module("nyhopt.ops._numba")
     else:
         mod = _reference
-    return getattr(mod, op)
+    return getattr(mod, name or op)
 
 
 def _prepare(kernel, X, Z, *others):
@@ -237,6 +239,41 @@ def adjoint_lowrank(kernel, X, Z, P, Q, wrt=("lengthscale", "centers")):
         return _sum_grads(map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, P2[lo:hi], Q2, ell, xp, wrt=tuple(wrt)),
                                      n, min_rows(m)))
     return impl(kernel, X, Z, P2, Q2, ell, xp, wrt=tuple(wrt))
+
+
+def adjoint_residual(kernel, X, Z, P0, B, Q, wrt=("lengthscale", "centers")):
+    r"""Gradients of ``<P Q^T, k(X, Z)>`` with :math:`P = P_0 - [K B \mid 0]`, in one pass over ``X``.
+
+    The residual cotangent of ``stoch-prop`` without :math:`u = K a`
+    formed beforehand: each row block's :math:`K_b B` is formed from the
+    kernel values that the block evaluates for its derivative anyway.
+    Dispatched like :func:`adjoint_lowrank` (its entry of ``CPU_IMPL``).
+
+    Parameters
+    ----------
+    P0 : array (n, r)
+    B : array (m, kb), ``kb <= r``
+        Subtracted (through :math:`K B`) from the first ``kb`` columns of ``P0``.
+    Q : array (m, r)
+
+    Returns
+    -------
+    KernelGrad
+        float64, as :func:`adjoint_lowrank` of the explicit ``P``.
+    """
+    xp, X, Z, ell = _prepare(kernel, X, Z, (P0, "P0"), (B, "B"), (Q, "Q"))
+    P2 = _operand(P0, "P0", X.shape[0], X.dtype, xp)
+    B2 = _operand(B, "B", Z.shape[0], X.dtype, xp)
+    Q2 = _operand(Q, "Q", Z.shape[0], X.dtype, xp)
+    if P2.shape[1] != Q2.shape[1]:
+        raise ValueError(f"P0 and Q must have the same number of columns, got {P2.shape[1]} and {Q2.shape[1]}")
+    if B2.shape[1] > P2.shape[1]:
+        raise ValueError(f"B must have at most as many columns as P0 ({P2.shape[1]}), got {B2.shape[1]}")
+    impl, n, m = _module("adjoint_lowrank", xp, "adjoint_residual"), X.shape[0], Z.shape[0]
+    if _split_rows(xp, n, m):
+        return _sum_grads(map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, P2[lo:hi], B2, Q2, ell, xp,
+                                                         wrt=tuple(wrt)), n, min_rows(m)))
+    return impl(kernel, X, Z, P2, B2, Q2, ell, xp, wrt=tuple(wrt))
 
 
 def _factored_dense(products, P, Q, xp):

@@ -66,6 +66,7 @@ __all__ = [
     "normal_matvec",
     "adjoint_dense",
     "adjoint_lowrank",
+    "adjoint_residual",
 ]
 
 #: Largest number of features for which kernel blocks use the fused CUDA
@@ -402,3 +403,24 @@ def adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=("lengthscale", "centers"))
     P = xp.ascontiguousarray(P)
     Qt = xp.ascontiguousarray(Q.T)
     return _adjoint(kernel, X, Z, ell, xp, wanted, P, Qt, lowrank=True)
+
+
+def adjoint_residual(kernel, X, Z, P0, B, Q, ell, xp, wrt=("lengthscale", "centers")):
+    """Gradients of ``<P Q^T, k(X, Z)>``, ``P = P0 - [K B | 0]``; float64.
+
+    With :data:`ADJOINT_GEMM` (kinds of the distance GEMM) each block's
+    :math:`K_b B` comes from the values of its distance GEMM in the same
+    pass (:func:`nyhopt.ops._adjoint_gemm.lowrank_sums`); otherwise ``P`` is
+    formed by one :func:`kmv` and the low-rank adjoint runs on it (two passes).
+    """
+    wanted = _wanted(wrt)
+    if ADJOINT_GEMM and _uses_dot(kernel):
+        from ._adjoint_gemm import lowrank_sums
+
+        Xs, Zt = _scaled_inputs(X, Z, ell, xp)
+        sums = lowrank_sums(kernel, Xs, Zt, xp.ascontiguousarray(P0), xp.ascontiguousarray(Q), wanted, xp,
+                            B=xp.ascontiguousarray(B))
+        return _finish_adjoint(*sums, ell, wanted, xp)
+    P = P0.copy()
+    P[:, :B.shape[1]] -= kmv(kernel, X, Z, B, ell, xp)
+    return adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=wrt)

@@ -85,7 +85,7 @@ from ._grad import KernelGrad
 from . import _reference
 from ._numba_base import (_EXACT, _LOOP, _PAR, _S_CAP, _SQRT3, _SQRT5, DISK_CACHE, KIND_CODES, _ChunkLoop,  # noqa: F401
                           _chunk, _disk_cache_works, _exp, _int64_bits_as_float64)
-from ._numba_loops import _adjoint_dense, _adjoint_lowrank, _kernel_matrix, _kmtv, _kmv, _normal
+from ._numba_loops import _adjoint_dense, _adjoint_lowrank, _adjoint_residual, _kernel_matrix, _kmtv, _kmv, _normal
 from ._numba_rows import (_contract_row, _derivative_row, _lowrank_row, _profile_row, _profile_rows4,  # noqa: F401
                           _sqdist_row)
 
@@ -97,6 +97,7 @@ __all__ = [
     "normal_matvec",
     "adjoint_dense",
     "adjoint_lowrank",
+    "adjoint_residual",
 ]
 
 
@@ -221,12 +222,12 @@ def _check_wrt(wrt):
     return "centers" in wrt, "lengthscale" in wrt, "X" in wrt
 
 
-def _adjoint(run, X, Zt, ell, ell_full, flags):
-    """Allocate the accumulators, run the fused loop, finish the gradients."""
+def _adjoint(run, X, Zt, ell, ell_full, flags, buffers=2):
+    """Allocate the accumulators, run the fused loop (``buffers`` rows of ``m`` per chunk), finish the gradients."""
     need_z, need_ell, need_x = flags
     n, d = X.shape
     m = Zt.shape[1]
-    nch = _n_chunks(n, (d if need_z else 0) * m + 2 * m + d)
+    nch = _n_chunks(n, (d if need_z else 0) * m + buffers * m + d)
     az = np.zeros((nch, d, m) if need_z else (nch, 0, 0))
     ae = np.zeros((nch, d))
     gx = np.empty((n, d) if need_x else (0, 0))
@@ -275,3 +276,23 @@ def adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=("lengthscale", "centers"))
 
     return _adjoint(run, X, Zt, ell, ell_full, flags)
 
+
+
+def adjoint_residual(kernel, X, Z, P0, B, Q, ell, xp, wrt=("lengthscale", "centers")):
+    """Gradients of ``<P Q^T, k(X, Z)>``, ``P = P0 - [K B | 0]``, in one pass; float64.
+
+    Per row, one ``exp`` per entry gives both :math:`\\varphi` (for
+    :math:`K_i B`) and :math:`\\varphi'` (for the contraction); ``P0`` (n, r),
+    ``B`` (m, kb <= r), ``Q`` (m, r).
+    """
+    flags = _check_wrt(wrt)
+    code, X, ell_full, Zt = _setup(kernel, X, Z, ell)
+    if code is None:
+        return _reference.adjoint_residual(kernel, X, Z, P0, B, Q, ell, xp, wrt=wrt)
+    P0 = np.ascontiguousarray(P0)
+    Bt, Qt = _t64(B), _t64(Q)
+
+    def run(*acc):
+        _chunked(_adjoint_residual, X.shape[0] * Zt.shape[1], code, X, ell_full, Zt, P0, Bt, Qt, *acc)
+
+    return _adjoint(run, X, Zt, ell, ell_full, flags, buffers=3)

@@ -13,7 +13,8 @@ from numba import prange
 
 from ._numba_base import _LOOP, _ChunkLoop, _chunk
 from ._numba_rows import (_contract_row, _derivative_row, _dots4, _dots4x2, _lowrank_row, _profile_row,
-                          _profile_rows4, _rank4_update, _rank4x2_update, _sqdist_row, _store4, _weighted_rows4)
+                          _profile_rows4, _rank4_update, _rank4x2_update, _residual_row, _sqdist_row, _store4,
+                          _value_derivative_row, _weighted_rows4)
 
 __all__: list = []
 
@@ -158,3 +159,22 @@ def _adjoint_lowrank(kind, X, ell, Zt, P, Qt, az, ae, gx, need_z, need_x, nch, c
                 w[j] *= g[j]
             _contract_row(X, i, ell, Zt, w, az[c], ae[c], gx, need_z, need_x)
 
+
+
+@_ChunkLoop
+def _adjoint_residual(kind, X, ell, Zt, P0, Bt, Qt, az, ae, gx, need_z, need_x, nch, c0, c1):
+    """The low-rank adjoint of ``(P0 - [K B | 0]) Q^T``: each row's ``K_i B`` from the kernel row it evaluates."""
+    n, m, r = X.shape[0], Zt.shape[1], P0.shape[1]
+    for c in prange(c0, c1):
+        lo, hi = _chunk(c, nch, n)
+        w = np.empty(m)
+        v = np.empty(m)
+        g = np.empty(m)
+        p = np.empty(r)
+        for i in range(lo, hi):
+            _sqdist_row(X, i, ell, Zt, w)
+            _value_derivative_row(kind, w, v)
+            _residual_row(P0, i, Bt, Qt, v, p, g)
+            for j in range(m):
+                w[j] *= g[j]
+            _contract_row(X, i, ell, Zt, w, az[c], ae[c], gx, need_z, need_x)

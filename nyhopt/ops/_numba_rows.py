@@ -95,6 +95,39 @@ def _derivative_row(kind, s):
 
 
 @numba.njit(**_LOOP)
+def _value_derivative_row(kind, s, v):
+    """``v = phi(s)`` and ``s = phi'(s)`` with one ``exp`` per entry (the values of :func:`_profile_row`
+    and :func:`_derivative_row`; Matern 3/2's derivative with ``s`` capped, where both are 0 already)."""
+    m = s.shape[0]
+    if kind == 0:
+        for j in range(m):
+            e = _exp(-0.5 * s[j])
+            v[j] = e
+            s[j] = -0.5 * e
+    elif kind == 1:
+        for j in range(m):
+            r = np.sqrt(s[j])
+            e = _exp(-r)
+            rr = r if r > 0.0 else 1.0
+            v[j] = e
+            s[j] = -0.5 * e / rr if r > 0.0 else 0.0
+    elif kind == 2:
+        _cap_row(s)
+        for j in range(m):
+            a = _SQRT3 * np.sqrt(s[j])
+            e = _exp(-a)
+            v[j] = (1.0 + a) * e
+            s[j] = -1.5 * e
+    else:
+        _cap_row(s)
+        for j in range(m):
+            a = _SQRT5 * np.sqrt(s[j])
+            e = _exp(-a)
+            v[j] = (1.0 + a + (5.0 / 3.0) * s[j]) * e
+            s[j] = (-5.0 / 6.0) * (1.0 + a) * e
+
+
+@numba.njit(**_LOOP)
 def _profile_rows4(kind, X, i, hi, ell, Zt, s0, s1, s2, s3):
     """``phi`` rows of ``X[i : i + 4]`` into ``s0..s3``; returns how many are real.
 
@@ -244,3 +277,37 @@ def _lowrank_row(P, i, Qt, g):
         for j in range(m):
             g[j] += p0 * Qt[q, j] + p1 * Qt[q + 1, j]
 
+
+
+@numba.njit(**_LOOP)
+def _residual_row(P0, i, Bt, Qt, v, p, g):
+    """``g = (P0[i] - [v B | 0]) Qt``: the residual cotangent's row ``i`` from the kernel row ``v``.
+
+    ``p`` (r,) is a buffer for the row of ``P``; ``Bt`` (kb, m), ``Qt`` (r, m).
+    """
+    r, kb, m = P0.shape[1], Bt.shape[0], v.shape[0]
+    for q in range(r):
+        p[q] = np.float64(P0[i, q])
+    for q in range(0, kb - 1, 2):  # two columns of B per sweep over the kernel row
+        t0 = t1 = 0.0
+        for j in range(m):
+            vj = v[j]
+            t0 += vj * Bt[q, j]
+            t1 += vj * Bt[q + 1, j]
+        p[q] -= t0
+        p[q + 1] -= t1
+    if kb % 2:
+        t0 = 0.0
+        for j in range(m):
+            t0 += v[j] * Bt[kb - 1, j]
+        p[kb - 1] -= t0
+    for j in range(m):
+        g[j] = 0.0
+    for q in range(0, r - 1, 2):
+        p0, p1 = p[q], p[q + 1]
+        for j in range(m):
+            g[j] += p0 * Qt[q, j] + p1 * Qt[q + 1, j]
+    if r % 2:
+        p0 = p[r - 1]
+        for j in range(m):
+            g[j] += p0 * Qt[r - 1, j]

@@ -27,6 +27,7 @@ __all__ = [
     "normal_matvec",
     "adjoint_dense",
     "adjoint_lowrank",
+    "adjoint_residual",
 ]
 
 
@@ -159,8 +160,8 @@ def _adjoint(kernel, X, Z, ell, xp, wrt, cotangent_block, per_row):
     f64 = xp.float64
     acc = {"cw_z": xp.zeros(m, f64), "WtX": xp.zeros((m, d), f64), "ell": xp.zeros(d, f64), "X": []}
     for sl in _blocks(X.shape[0], m, X.dtype.itemsize, n_temps=4, per_row=per_row):
-        _, dphi = kernel.profile_and_derivative(sqdist(Xs[sl], Zs, xp, kernel.needs_exact_distances, zz), xp)
-        dphi *= cotangent_block(sl)
+        phi, dphi = kernel.profile_and_derivative(sqdist(Xs[sl], Zs, xp, kernel.needs_exact_distances, zz), xp)
+        dphi *= cotangent_block(sl, phi)
         _contract(dphi, Xs[sl], Zs, ell, wrt, xp, acc)
     ell_dev = xp.asarray(ell, dtype=f64)
     g_ell = g_z = g_x = None
@@ -177,10 +178,30 @@ def _adjoint(kernel, X, Z, ell, xp, wrt, cotangent_block, per_row):
 
 def adjoint_dense(kernel, X, Z, G, ell, xp, wrt=("lengthscale", "centers")):
     """Gradients of ``<G, k(X, Z)>`` for a dense cotangent ``G`` (n, m)."""
-    return _adjoint(kernel, X, Z, ell, xp, wrt, lambda sl: G[sl], per_row=Z.shape[0])
+    return _adjoint(kernel, X, Z, ell, xp, wrt, lambda sl, _: G[sl], per_row=Z.shape[0])
 
 
 def adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=("lengthscale", "centers")):
     """Gradients of ``<P Q^T, k(X, Z)>``; ``P`` (n, k), ``Q`` (m, k); no n x m array."""
     QT = Q.T
-    return _adjoint(kernel, X, Z, ell, xp, wrt, lambda sl: P[sl] @ QT, per_row=P.shape[1])
+    return _adjoint(kernel, X, Z, ell, xp, wrt, lambda sl, _: P[sl] @ QT, per_row=P.shape[1])
+
+
+def residual_block(P0, Kb, B):
+    """``P0 - [K_b B | 0]``: the residual cotangent's ``P`` on one row block (``B`` has at most as many columns)."""
+    kb = B.shape[1]
+    P = P0.copy()
+    P[:, :kb] -= Kb @ B
+    return P
+
+
+def adjoint_residual(kernel, X, Z, P0, B, Q, ell, xp, wrt=("lengthscale", "centers")):
+    """Gradients of ``<P Q^T, k(X, Z)>`` with ``P = P0 - [K B | 0]``, in one pass (no ``K B`` beforehand).
+
+    ``P0`` (n, r), ``B`` (m, kb) with ``kb <= r``, ``Q`` (m, r).  Each row
+    block's :math:`K_b B` comes from the kernel values the block evaluates
+    for :math:`\\varphi'` anyway.
+    """
+    QT = Q.T
+    return _adjoint(kernel, X, Z, ell, xp, wrt, lambda sl, Kb: residual_block(P0[sl], Kb, B) @ QT,
+                    per_row=2 * P0.shape[1])

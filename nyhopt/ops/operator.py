@@ -36,7 +36,9 @@ stays when :math:`G` and its work space (:data:`GPU_GRAM_BYTES` bytes per
 
 :attr:`KernelOperator.passes` counts the sweeps over the ``n x m`` kernel:
 each kernel evaluation (the cache, the Gram pass, a streaming product) and
-each product with the cached matrix is one; :math:`G V` is none.
+each product with the cached matrix is one; :math:`G V` is none, and so is
+:meth:`KernelOperator.fit_pass` once :math:`G` and :math:`K^T W` are held
+(:func:`gram_stats`).
 
 Examples
 --------
@@ -61,14 +63,14 @@ import numpy as np
 from .._threads import cpu_threads
 from .._validation import check_targets
 from ..backend import get_namespace, is_cupy_namespace
-from . import adjoint_lowrank, kmtv, kmv, normal_matvec
+from . import adjoint_lowrank, adjoint_residual, kmtv, kmv, normal_matvec
 from .cached import CachedKernel, cache_storage
 from . import gram as _gram
 from .gram import gram_matrix
 
-__all__ = ["KernelOperator", "FitPass", "LowRankCotangent", "column_stats", "check_policy", "GRAM_GAIN",
-           "gram_pays", "gram_now", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S", "GPU_GRAM8_S", "GPU_GRAM64_S", "GPU_PRODUCT_S",
-           "GPU_GRAM_BYTES"]
+__all__ = ["KernelOperator", "FitPass", "LowRankCotangent", "ResidualCotangent", "column_stats", "gram_stats",
+           "target_sums", "check_policy", "GRAM_GAIN", "gram_pays", "gram_now", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S", "GPU_GRAM8_S", "GPU_GRAM64_S", "GPU_PRODUCT_S",
+           "GPU_GRAM_BYTES", "TENSOR_STATS_MIN_RATIO"]
 
 #: Ratio of the machine's speed on the Gram matrix's rank updates to its speed on the
 #: skinny products of a streaming normal product, times 4 (their flop ratio):
@@ -97,6 +99,11 @@ GPU_PRODUCT_S = 2.1e-13
 #: Bytes per :math:`m^2` the GPU Gram route holds at once: float64 ``G``, its two float64 parts
 #: and their float32 sums, and the ``m x m`` matrices of the solve.
 GPU_GRAM_BYTES = 64
+
+#: Smallest :math:`r_j^T r_j / (w_j^T w_j + u_j^T u_j)`, in every column, for which
+#: :meth:`KernelOperator.fit_pass` keeps the sums it read from an int8 tensor-core :math:`G`
+#: (relative error about 6e-8): their error then stays below about 1e-5 of :math:`r_j^T r_j`.
+TENSOR_STATS_MIN_RATIO = 1e-2
 
 
 def _device_free_bytes(xp):
@@ -152,7 +159,8 @@ class FitPass(NamedTuple):
     """What the fit pass ``u = K a`` returns (:meth:`KernelOperator.fit_pass`).
 
     ``u`` is ``K a`` (n x k, data dtype; on the workers for a sharded
-    operator); ``KtKa``, ``KtW`` are :math:`K^T u`, :math:`K^T W` (m x k,
+    operator), or None when the sums came from the Gram matrix
+    (:func:`gram_stats`, no pass); ``KtKa``, ``KtW`` are :math:`K^T u`, :math:`K^T W` (m x k,
     None unless ``normal``); ``wu``, ``uu``, ``rr``, ``ww``, ``cross`` are
     the float64 sums of :func:`column_stats` (``cross``: the products
     :math:`(W - u)^T (W - u)_{:,-1}` of every residual column with the last
@@ -185,6 +193,80 @@ class LowRankCotangent(NamedTuple):
     def contract(self, kernel, Z, wrt):
         """:math:`\\partial \\langle P Q^T, k(X, Z)\\rangle` w.r.t. ``wrt`` (a KernelGrad), one adjoint pass."""
         return adjoint_lowrank(kernel, self.X, Z, self.P, self.Q, wrt=wrt)
+
+
+class ResidualCotangent(NamedTuple):
+    r"""The cotangent ``P Q^T`` with :math:`P = P_0 - [K B \mid 0]`, ``K = k(X, Z)``, contracted in one pass.
+
+    What :meth:`KernelOperator.residual_cotangent` returns when the fit pass
+    formed no :math:`u = K a` (the sums came from the Gram matrix): the
+    adjoint pass forms each row block's :math:`K_b B` from the kernel values
+    it evaluates anyway (:func:`nyhopt.ops.adjoint_residual`).
+    ``P0`` (n, r), ``B`` (m, kb <= r), ``Q`` (m, r).
+    """
+
+    X: object
+    P0: object
+    B: object
+    Q: object
+
+    def contract(self, kernel, Z, wrt):
+        """:math:`\\partial \\langle P Q^T, k(X, Z)\\rangle` w.r.t. ``wrt`` (a KernelGrad), one adjoint pass."""
+        return adjoint_residual(kernel, self.X, Z, self.P0, self.B, self.Q, wrt=wrt)
+
+
+def target_sums(W, xp, cross=False, memo=None):
+    """``(W.W per column, W^T W[:, -1] or None)`` in float64, over row blocks (no ``n x k`` float64 copy).
+
+    ``memo``: a dict that keeps the sums of the last ``W`` (by identity; the
+    caller must not change ``W`` in place while it keeps ``memo``), so that
+    the same right-hand sides are summed once (:math:`O(n k)`: 0.4 s at
+    n = 2e6, k = 22 on this CPU).
+    """
+    if memo is not None and memo.get("W") is W and (memo["wl"] is not None or not cross):
+        return memo["ww"], memo["wl"] if cross else None
+    n, k = W.shape
+    f64 = xp.float64
+    ww = xp.zeros(k, dtype=f64)
+    wl = xp.zeros(k, dtype=f64) if cross else None
+    step = max(1, (1 << 20) // max(k, 1))
+    for lo in range(0, n, step):
+        Wb = W[lo:lo + step].astype(f64, copy=False)
+        ww += xp.einsum("ij,ij->j", Wb, Wb)
+        if cross:
+            wl += xp.ascontiguousarray(Wb[:, -1]) @ Wb
+    if memo is not None:
+        memo.update(W=W, ww=ww, wl=wl)
+    return ww, wl
+
+
+def gram_stats(G, KtW, a, ww, wlast=None):
+    r"""The sums of :func:`column_stats` from :math:`G = K^T K` and :math:`K^T W`, without :math:`u = K a`.
+
+    ``G`` (m, m), ``KtW`` (m, k), ``a`` (m, k) float64; ``ww`` the column
+    sums :math:`W_j^T W_j` and ``wlast`` :math:`W^T W_{:,-1}` (for ``cross``;
+    :func:`target_sums`).  Returns ``(K^T u, W.u, u.u, r.r, W.W, r^T r_last or None)``.
+
+    Notes
+    -----
+    With :math:`u_j = K a_j`: :math:`K^T u = G a`,
+    :math:`w_j^T u_j = (K^T W)_j^T a_j`, :math:`u_j^T u_j = a_j^T G a_j`,
+    :math:`r_j^T r_j = w_j^T w_j - 2 w_j^T u_j + u_j^T u_j` and
+    :math:`R^T r_{-1} = W^T w_{-1} - (K^T W)^T a_{-1} - a^T (K^T W)_{-1} + a^T G a_{-1}`.
+    The residual sums are differences of terms of size :math:`\|w_j\|^2` (or
+    more, when the entries of :math:`a_j` cancel): their absolute error is the
+    relative error of :math:`G` and :math:`K^T W` times those terms, so
+    relative to :math:`r_j^T r_j` it grows as :math:`\|w_j\|^2 / \|r_j\|^2`
+    (measured in docs/stochastic.md, "Passes per step").
+    """
+    KtKa = G @ a
+    wu = (KtW * a).sum(axis=0)
+    uu = (a * KtKa).sum(axis=0)
+    rr = ww - 2.0 * wu + uu
+    cross = None
+    if wlast is not None:
+        cross = wlast - KtW.T @ a[:, -1] - a.T @ KtW[:, -1] + a.T @ KtKa[:, -1]
+    return KtKa, wu, uu, rr, ww, cross
 
 
 def column_stats(W, u, xp, plain=False, cross=False):
@@ -226,7 +308,9 @@ class KernelOperator:
     * :meth:`check_targets` (an ``n``-sized operand ``U`` of this placement),
       :meth:`kmv`, :meth:`kmtv`, :meth:`normal_matvec` (with extra
       right-hand sides), :meth:`form_gram` (the Gram pass),
-      :meth:`fit_pass` (``u = K a`` with its column sums),
+      :meth:`fit_pass` (``u = K a`` with its column sums; from the Gram
+      matrix, with no pass and no ``u``, when :meth:`stats_from_gram`),
+      :meth:`stats_from_gram`,
       :meth:`residual_cotangent` (the low-rank adjoint pass's cotangent),
       :meth:`rows` (a row sample, on the driver).
 
@@ -265,6 +349,7 @@ class KernelOperator:
         n, m = X.shape[0], self.Z.shape[0]
         self.passes = 0
         self.gram = self.gram_rhs = None
+        self._gram_route = None
         self.gram_policy = check_policy(gram, "gram")
         self._streamed = 0
         if isinstance(cache, CachedKernel):
@@ -302,15 +387,42 @@ class KernelOperator:
         """Rows ``idx`` (sorted int64 host indices) of ``X``, on the driver."""
         return self.X[self.xp.asarray(idx)]
 
-    def fit_pass(self, a, W, normal, plain=False, cross=False):
-        """The pass ``u = K a`` with :func:`column_stats` of ``(W, u)`` (a :class:`FitPass`).
+    def stats_from_gram(self, W):
+        """Whether :meth:`fit_pass` of ``W`` may read its sums from the Gram matrix (no pass).
 
-        With ``normal`` it also gives :math:`K^T u` and :math:`K^T W` in the
-        same pass; with the Gram matrix and ``K^T W`` from its pass,
-        :math:`K^T u = G a` needs no pass.  ``plain``, ``cross``: the optional
+        When :math:`G` and :math:`K^T W` (``gram_rhs``, ``k`` columns like
+        ``W``) are held and :math:`G` comes from float64 products (of the
+        held kernel or of each block) or from the int8 tensor-core route
+        (:data:`nyhopt.ops.gram.TENSOR_CORES`).  The int8 route's :math:`G`
+        is accurate to about 6e-8, which the differences of
+        :func:`gram_stats` amplify by :math:`(\\|w_j\\|^2 + \\|u_j\\|^2) /
+        \\|r_j\\|^2`: :meth:`fit_pass` keeps its sums only when that ratio is
+        at most ``1 / TENSOR_STATS_MIN_RATIO`` in every column, and makes the
+        pass otherwise.  The float16 route's :math:`G` is never used for them.
+        """
+        return (self.gram is not None and self.gram_rhs is not None and self._gram_route in (None, "int8")
+                and tuple(self.gram_rhs.shape) == (self.shape[1], int(W.shape[1])))
+
+    def fit_pass(self, a, W, normal, plain=False, cross=False, memo=None):
+        """The sums of ``u = K a`` and ``W`` (:func:`column_stats`; a :class:`FitPass`), in at most one pass.
+
+        With :math:`G` and :math:`K^T W` from the Gram pass
+        (:meth:`stats_from_gram`) they come from :func:`gram_stats` with no
+        pass and ``u`` is None (``memo``: a dict keeping the sums of ``W``
+        for the next call, see :func:`target_sums`).  Otherwise the pass
+        forms ``u``; with ``normal`` it also gives :math:`K^T u` and
+        :math:`K^T W` in the same pass.  ``plain``, ``cross``: the optional
         sums of :func:`column_stats`.
         """
         xp = self.xp
+        if self.stats_from_gram(W):
+            f64 = xp.float64
+            ww, wlast = target_sums(W, xp, cross, memo)
+            KtKa, wu, uu, rr, ww, cr = gram_stats(self.gram, self.gram_rhs.astype(f64, copy=False),
+                                                  a.astype(f64, copy=False), ww, wlast)
+            if self._gram_route is None or bool(xp.all(rr >= TENSOR_STATS_MIN_RATIO * (ww + uu))):
+                return FitPass(None, KtKa if normal else None, self.gram_rhs if normal else None, wu, uu, rr,
+                               ww if plain else None, cr)
         a_dt = a.astype(self.X.dtype, copy=False)
         KtKa = KtW = None
         if normal and self.gram is not None and self.gram_rhs is not None:
@@ -330,9 +442,26 @@ class KernelOperator:
         ``extra = (omega, Gam)`` appends the columns ``W[:, :k] diag(omega)``
         to ``P`` and ``Gam`` to ``Q``.  Contracted by
         :func:`nyhopt.objectives._base.params_gradient` (the low-rank adjoint pass).
+        When ``fit`` has no ``u`` (its sums came from the Gram matrix), a
+        :class:`ResidualCotangent` with :math:`P_0 = 2 W \\beta` and
+        :math:`B = 2 a \\beta` (:math:`P = P_0 - K B`): the adjoint pass forms
+        :math:`K B` itself.
         """
         xp, X = self.xp, self.X
         f64 = xp.float64
+        if fit.u is None:
+            W64 = W.astype(f64, copy=False)
+            a64 = a.astype(f64, copy=False)
+            P0 = 2.0 * (W64 @ beta if beta.ndim == 2 else W64 * beta[None, :])
+            B = 2.0 * (a64 @ beta if beta.ndim == 2 else a64 * beta[None, :])
+            Q = a
+            if extra is not None:
+                omega, Gam = extra
+                k = omega.shape[0]
+                P0 = xp.concatenate([P0, W64[:, :k] * omega[None, :]], axis=1)
+                Q = xp.concatenate([a, Gam], axis=1)
+            dt = X.dtype
+            return ResidualCotangent(X, P0.astype(dt, copy=False), B.astype(dt, copy=False), Q.astype(dt, copy=False))
         R2 = 2.0 * (W.astype(f64, copy=False) - fit.u.astype(f64, copy=False))
         P = R2 @ beta if beta.ndim == 2 else R2 * beta[None, :]  # a matrix beta: bilinear forms
         Q = a
@@ -356,8 +485,10 @@ class KernelOperator:
         if self.cache is not None:
             with cpu_threads("pool", self.xp):
                 self.gram, KtU = self.cache.gram(U)
+            self._gram_route = None
         else:
             self.gram, KtU = gram_matrix(self.kernel, self.X, self.Z, U)
+            self._gram_route = _gram.tensor_core_route(self.X.dtype, self.xp)
         self.passes += 1
         self.gram_rhs = KtU
         return KtU
