@@ -68,3 +68,23 @@ def test_column_sumsq_is_the_einsum_of_the_whole(rng, workers):
     with pool_phase(workers):
         got = column_sumsq(A, np)
     np.testing.assert_array_equal(got, np.einsum("ji,ji->i", A, A))
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_factor_of_kmm_beside_the_kernel_rows_gives_the_same_factors(rng, keep):
+    """On two workers L = chol(K_mm + eps I) is computed beside a share of k(Z, X): the same numbers."""
+    from nyhopt.objectives._workspace import Workspace
+
+    X = rng.normal(size=(6000, 3))
+    Z = X[:64]
+    kernel = nh.make_kernel("gaussian", [0.8, 1.1, 1.0])
+    facs = []
+    for workers in (1, 2):
+        with pool_phase(workers):
+            facs.append(_exact.factorize(kernel, X, Z, 1e-3, np, keep_kernel=keep, workspace=Workspace()))
+    a, b = facs
+    np.testing.assert_array_equal(a.L, b.L)
+    np.testing.assert_array_equal(a.At, b.At)
+    if keep:
+        np.testing.assert_array_equal(a.KT, b.KT)
+    np.testing.assert_array_equal(a.L, _exact.kmm_factor(kernel, Z, np))

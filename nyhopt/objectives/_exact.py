@@ -46,7 +46,7 @@ import numpy as np
 
 from .._blas import gemm_update, potrf, trsm
 from .._config import block_rows
-from .._parallel import active_workers, map_ranges, min_rows
+from .._parallel import active_workers, map_chunks, map_ranges, min_rows, pool_phase
 from ..backend import is_cupy_namespace
 from ..errors import IllConditionedError
 from ..ops import kernel_matrix
@@ -191,6 +191,36 @@ def kernel_reused(kernel, xp) -> bool:
             and ops.CPU_IMPL["adjoint_dense"] == "numba")
 
 
+def _kernel_and_factor(kernel, X, Z, xp, L, out, copy):
+    """:math:`K^T = k(Z, X)` into ``out`` (and ``copy``), and ``L`` (:func:`kmm_factor`) when None.
+
+    On two or more workers (a pool phase, CPU) the factor of :math:`K_{mm}` is
+    computed by the calling thread beside its share of the kernel rows, which
+    is smaller by about the factor's cost; otherwise one after the other.
+    The values are those of the separate calls.
+    """
+    m, n = Z.shape[0], X.shape[0]
+    if L is not None or is_cupy_namespace(xp) or out is None or active_workers() < 2 or m < 16:
+        L = kmm_factor(kernel, Z, xp) if L is None else L
+        return kernel_matrix(kernel, Z, X, out=out, copy=copy), L
+    # rows of the worker: half, plus the rows whose kernel values cost about what the factor does
+    # (a factor of K_mm ~ m^2 (d + m/3) flops at a quarter of the kernel's rate per entry, ~ n (d + 25))
+    d = X.shape[1]
+    extra = int(4 * m * m * (d + m / 3.0) / max(n * (3 * d + 25), 1))
+    split = min(m - 4, m // 2 + max(extra, 0) // 2)
+
+    def part(c):
+        with pool_phase(1):  # one thread each: the other is busy
+            if c == 0:
+                kernel_matrix(kernel, Z[:split], X, out=out[:split], copy=None if copy is None else copy[:split])
+                return None
+            f = kmm_factor(kernel, Z, xp)
+            kernel_matrix(kernel, Z[split:], X, out=out[split:], copy=None if copy is None else copy[split:])
+            return f
+
+    return out, map_chunks(part, 2)[1]
+
+
 def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False, workspace=None, targets=None):
     """Factorize :math:`B = K^T K + n\\lambda(K_{mm} + \\epsilon I)` for the rows ``X``.
 
@@ -221,8 +251,6 @@ def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False, workspace=No
     Factors
     """
     n = X.shape[0]
-    if L is None:
-        L = kmm_factor(kernel, Z, xp)
     keep = keep_kernel and kernel_reused(kernel, xp)
     m = Z.shape[0]
     cpu = not is_cupy_namespace(xp)
@@ -235,15 +263,15 @@ def factorize(kernel, X, Z, penalty, xp, L=None, keep_kernel=False, workspace=No
     # K^T = k(Z, X) (m, n), C-contiguous and ours
     if keep and ws is not None:  # the kernel loop also writes the copy that becomes A: K^T is not read back
         buf = rows()
-        KT = kernel_matrix(kernel, Z, X, out=ws.empty("KT", (m, n), X.dtype), copy=buf[:m])
+        KT, L = _kernel_and_factor(kernel, X, Z, xp, L, ws.empty("KT", (m, n), X.dtype), buf[:m])
         A = solve_lower_inplace(L, buf[:m], xp)
     elif keep:
-        KT = kernel_matrix(kernel, Z, X)
+        KT, L = _kernel_and_factor(kernel, X, Z, xp, L, np.empty((m, n), dtype=X.dtype) if cpu else None, None)
         buf = rows() if cpu else None
         A = solve_lower_copy(L, KT, xp, out=None if buf is None else buf[:m])
     else:  # overwritten by A = L^{-1} K^T
         buf = rows() if cpu else None
-        KT = kernel_matrix(kernel, Z, X, out=None if buf is None else buf[:m])
+        KT, L = _kernel_and_factor(kernel, X, Z, xp, L, None if buf is None else buf[:m], None)
         A, KT = solve_lower_inplace(L, KT, xp), None
     AY = None
     if p and buf is not None and np.shares_memory(A, buf):
