@@ -64,9 +64,10 @@ import numpy as np
 
 from ..errors import IllConditionedError
 from ._base import MEANS, check_mean
-from ._exact import Fit, _sumsq, fit
+from ._exact import Fit, _sumsq, factorize, fit
+from ._workspace import workspace_of
 
-__all__ = ["MEANS", "check_mean", "MeanFit", "centered_fit", "MeanChain", "fit_targets"]
+__all__ = ["MEANS", "check_mean", "MeanFit", "centered_fit", "MeanChain", "fit_targets", "factor_and_fit"]
 
 
 class MeanFit(NamedTuple):
@@ -126,6 +127,27 @@ def fit_targets(Y, mean, xp):
     if mean != "constant":
         return Y
     return xp.concatenate([Y, xp.ones((Y.shape[0], 1), dtype=Y.dtype)], axis=1)
+
+
+def factor_and_fit(obj, ctx, keys=()):
+    """``(fac, f, mf)``: the factors of an exact objective, and its fit beside the m x m matrices ``keys``.
+
+    Factorizes ``k(obj.X, ctx.Z)`` at ``ctx.penalty`` (keeping the kernel for a
+    gradient, in the objective's workspace, with the targets of
+    :func:`fit_targets`), then computes the ``m x m`` matrices ``keys`` of
+    ``fac.mm`` on the two workers beside the fit of the targets: ``f`` is
+    :func:`~nyhopt.objectives._exact.fit` of ``obj.Y`` and ``mf`` None, or,
+    with ``obj.mean == "constant"``, ``mf`` the :class:`MeanFit` of
+    :func:`centered_fit` and ``f`` its ``fit``.
+    """
+    xp = obj.xp
+    Yfit = fit_targets(obj.Y, obj.mean, xp)
+    fac = factorize(ctx.kernel, obj.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad,
+                    workspace=workspace_of(obj, xp), targets=Yfit)
+    if obj.mean == "constant":
+        mf = fac.mm.prefetch(*keys, alongside=lambda: centered_fit(fac, obj.Y, xp, Ya=Yfit))
+        return fac, mf.fit, mf
+    return fac, fac.mm.prefetch(*keys, alongside=lambda: fit(fac, Yfit, xp)), None
 
 
 def centered_fit(fac, Y, xp, Ya=None) -> MeanFit:

@@ -21,9 +21,8 @@ worse on svmguide1): :math:`\\frac{1}{np}\\|R_c\\|_F^2 +
 from __future__ import annotations
 
 from ._base import Evaluation, Objective
-from ._exact import CotangentBuilder, factorize, fit, trace_hat
-from ._workspace import workspace_of
-from ._mean import MeanChain, centered_fit, fit_targets
+from ._exact import CotangentBuilder, trace_hat
+from ._mean import MeanChain, factor_and_fit
 
 __all__ = ["CReg"]
 
@@ -57,16 +56,8 @@ class CReg(Objective):
 
     def _evaluate(self, ctx):
         xp, n, p, s2 = self.xp, self.n, self.p, self.noise_variance
-        Yfit = fit_targets(self.Y, self.mean, xp)
-        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad,
-                        workspace=workspace_of(self, xp), targets=Yfit)
         # the fit beside the m x m matrices of Tr H (and of the gradient), on the two workers
-        keys = ("CiS", "M2Linv", "FTSF", "SMinv") if ctx.need_grad else ("CiS",)
-        if self.mean == "constant":
-            mf = fac.mm.prefetch(*keys, alongside=lambda: centered_fit(fac, self.Y, xp, Ya=Yfit))
-            f = mf.fit
-        else:
-            mf, f = None, fac.mm.prefetch(*keys, alongside=lambda: fit(fac, Yfit, xp))
+        fac, f, mf = factor_and_fit(self, ctx, ("CiS", "M2Linv", "FTSF", "SMinv") if ctx.need_grad else ("CiS",))
         self.last_intercept = None if mf is None else mf.c
         D = trace_hat(fac, xp) + (0.0 if mf is None else mf.extra_dim)
         terms = {"data_fit": f.rss / (n * p), "effective_dimension": 2.0 * s2 * D / n}

@@ -53,10 +53,10 @@ the pass that forms :math:`A\\,\\mathrm{diag}(w)R_c`).
 from __future__ import annotations
 
 from ._base import Evaluation, Objective
-from ._exact import CotangentBuilder, factorize, fit, gram, solve_lower_copy, sym
+from ._exact import CotangentBuilder, gram, solve_lower_copy, sym
 from ._workspace import workspace_of
 from ._wide import column_sumsq, wide_times_thin
-from ._mean import MeanChain, centered_fit, fit_targets
+from ._mean import MeanChain, factor_and_fit
 
 __all__ = ["LOOCV"]
 
@@ -91,16 +91,8 @@ class LOOCV(Objective):
     def _evaluate(self, ctx):
         xp, n, p = self.xp, self.n, self.p
         f64 = xp.float64
-        Yfit = fit_targets(self.Y, self.mean, xp)
-        fac = factorize(ctx.kernel, self.X, ctx.Z, ctx.penalty, xp, keep_kernel=ctx.need_grad,
-                        workspace=workspace_of(self, xp), targets=Yfit)
         # the fit beside the m x m matrices of the gradient, on the two workers
-        keys = ("F", "Q") if ctx.need_grad else ()
-        if self.mean == "constant":
-            mf = fac.mm.prefetch(*keys, alongside=lambda: centered_fit(fac, self.Y, xp, Ya=Yfit))
-            f = mf.fit
-        else:
-            mf, f = None, fac.mm.prefetch(*keys, alongside=lambda: fit(fac, Yfit, xp))
+        fac, f, mf = factor_and_fit(self, ctx, ("F", "Q") if ctx.need_grad else ())
         R = f.R if mf is None else mf.R
         At = fac.At
         ws = workspace_of(self, xp)

@@ -76,9 +76,8 @@ from __future__ import annotations
 import math
 
 from ._base import Evaluation, Objective
-from ._exact import CotangentBuilder, factorize, fit, logdet_M, trace_knn, trace_nystrom
-from ._workspace import workspace_of
-from ._mean import MeanChain, centered_fit, fit_targets
+from ._exact import CotangentBuilder, logdet_M, trace_knn, trace_nystrom
+from ._mean import MeanChain, factor_and_fit
 
 __all__ = ["SGPR"]
 
@@ -144,20 +143,13 @@ class SGPR(Objective):
         self.last_amplitude = None
 
     def _evaluate(self, ctx):
-        xp, n, p, lam, a = self.xp, self.n, self.p, ctx.penalty, ctx.amplitude
-        Yfit = fit_targets(self.Y, self.mean, xp)
-        fac = factorize(ctx.kernel, self.X, ctx.Z, lam, xp, keep_kernel=ctx.need_grad,
-                        workspace=workspace_of(self, xp), targets=Yfit)
-        m = fac.L.shape[0]
+        xp, n, p, a = self.xp, self.n, self.p, ctx.amplitude
         # the fit beside the m x m matrices of the gradient, on the two workers
-        keys = ("MinvLinv", "FtF", "LtL", "LSL") if ctx.need_grad else ()
-        if self.mean == "constant":
-            mf = fac.mm.prefetch(*keys, alongside=lambda: centered_fit(fac, self.Y, xp, Ya=Yfit))
-            f, Yb = mf.fit, mf.Y
+        fac, f, mf = factor_and_fit(self, ctx, ("MinvLinv", "FtF", "LtL", "LSL") if ctx.need_grad else ())
+        m = fac.L.shape[0]
+        Yb = self.Y if mf is None else mf.Y
+        if mf is not None:
             self.last_intercept = mf.c
-        else:
-            mf, Yb = None, self.Y
-            f = fac.mm.prefetch(*keys, alongside=lambda: fit(fac, Yfit, xp))
         T = trace_knn(ctx.kernel, self.X, xp) - trace_nystrom(fac, xp)
         nl = fac.n_lam
         profile = self.amplitude == "profile"
