@@ -7,11 +7,10 @@ Each loop is a :class:`~nyhopt.ops._numba_base._ChunkLoop`, compiled with
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import prange
 
-from ._numba_base import _LOOP, _ChunkLoop, _chunk
+from ._numba_base import _ChunkLoop, _chunk
 from ._numba_rows import (_contract_row, _derivative_row, _dots4, _dots4x2, _lowrank_row, _profile_row,
                           _profile_rows4, _rank4_update, _rank4x2_update, _residual_row, _sqdist_row, _store4,
                           _value_derivative_row, _weighted_rows4)
@@ -19,38 +18,12 @@ from ._numba_rows import (_contract_row, _derivative_row, _dots4, _dots4x2, _low
 __all__: list = []
 
 
-@numba.njit(**_LOOP)
-def _sqdist_row_sliced(X, i, ell, Zt, s):
-    """:func:`~nyhopt.ops._numba_rows._sqdist_row` (the same sums in the same order) on 1-D rows of ``Zt``."""
-    d, m = X.shape[1], s.shape[0]
-    k0 = 0
-    if d % 2:
-        x0 = X[i, 0] / ell[0]
-        z0 = Zt[0]
-        for j in range(m):
-            t0 = x0 - z0[j]
-            s[j] = t0 * t0
-        k0 = 1
-    else:
-        for j in range(m):
-            s[j] = 0.0
-    for k in range(k0, d, 2):
-        x0 = X[i, k] / ell[k]
-        x1 = X[i, k + 1] / ell[k + 1]
-        z0 = Zt[k]
-        z1 = Zt[k + 1]
-        for j in range(m):
-            t0 = x0 - z0[j]
-            t1 = x1 - z1[j]
-            s[j] += t0 * t0 + t1 * t1
-
-
 @_ChunkLoop
 def _kernel_matrix(kind, X, ell, Zt, out, out2, nch, c0, c1):
     """``out = k(X, Z)``, and ``out2`` the same when it has rows (a copy without reading ``out`` back).
 
     The rows of ``Zt`` and of the outputs are read and written through 1-D slices
-    (:func:`_sqdist_row_sliced`, ``out[i]``): indexed as ``out[i, j]`` the loops were slower
+    (:func:`_sqdist_row`, ``out[i]``): indexed as ``out[i, j]`` the loops were slower
     (a Gaussian ``k(Z, X)`` at P1 with its copy: 17.0 -> 14.0 ms on one core, the same numbers).
     """
     n, m = X.shape[0], Zt.shape[1]
@@ -59,7 +32,7 @@ def _kernel_matrix(kind, X, ell, Zt, out, out2, nch, c0, c1):
         lo, hi = _chunk(c, nch, n)
         s = np.empty(m)
         for i in range(lo, hi):
-            _sqdist_row_sliced(X, i, ell, Zt, s)
+            _sqdist_row(X, i, ell, Zt, s)
             _profile_row(kind, s)
             o1 = out[i]
             if two:

@@ -20,14 +20,17 @@ __all__: list = []
 def _sqdist_row(X, i, ell, Zt, s):
     """``s[j] = sum_k (X[i, k] / ell[k] - Zt[k, j])**2`` (float64).
 
-    Features are taken two at a time to halve the loads and stores of ``s``.
+    Features are taken two at a time to halve the loads and stores of ``s``; the
+    rows of ``Zt`` are read through 1-D slices (indexed as ``Zt[k, j]`` the
+    loop was slower, docs/performance-ops.md).
     """
     d, m = X.shape[1], s.shape[0]
     k0 = 0
     if d % 2:
         x0 = X[i, 0] / ell[0]
+        z0 = Zt[0]
         for j in range(m):
-            t0 = x0 - Zt[0, j]
+            t0 = x0 - z0[j]
             s[j] = t0 * t0
         k0 = 1
     else:
@@ -36,9 +39,11 @@ def _sqdist_row(X, i, ell, Zt, s):
     for k in range(k0, d, 2):
         x0 = X[i, k] / ell[k]
         x1 = X[i, k + 1] / ell[k + 1]
+        z0 = Zt[k]
+        z1 = Zt[k + 1]
         for j in range(m):
-            t0 = x0 - Zt[k, j]
-            t1 = x1 - Zt[k + 1, j]
+            t0 = x0 - z0[j]
+            t1 = x1 - z1[j]
             s[j] += t0 * t0 + t1 * t1
 
 
