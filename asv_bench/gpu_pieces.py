@@ -1,4 +1,4 @@
-"""The pieces of the GPU route at the HIGGS size, timed one by one, and the HIGGS tuning run.
+r"""The pieces of the GPU route at the HIGGS size, timed one by one, and the HIGGS tuning run.
 
 Modes (``python asv_bench/gpu_pieces.py MODE [--tiny]``; ``gpu_report.py`` runs the same):
 

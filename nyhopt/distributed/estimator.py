@@ -153,7 +153,7 @@ def _profile_intercept(data, kernel, Z, alpha, penalty):
 
 
 def intercept_from_stats(s_y, s_1, alpha_y, alpha_1, kernel, Z, n, penalty):
-    """``(alpha_c, c)`` of the ridge fit with an intercept, from the solves of ``Y`` and of the ones.
+    r"""``(alpha_c, c)`` of the ridge fit with an intercept, from the solves of ``Y`` and of the ones.
 
     ``s_y`` (p,), ``s_1`` are :math:`r_y^Tr_1`, :math:`r_1^Tr_1` with
     :math:`r = w - K\alpha_w` (one reduction of

@@ -149,7 +149,7 @@ def setup_dask(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, r
 
 
 class DaskErrorTracker:
-    """Train and validation RMSE of the model at given params, on the cluster.
+    r"""Train and validation RMSE of the model at given params, on the cluster.
 
     The coefficients are solved by the distributed Falkon (tol 1e-7, 100
     iterations, as the single-process tracker) on the objective's persisted
