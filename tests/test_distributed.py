@@ -414,6 +414,26 @@ def test_gram_route_step_on_dask(client, problem, monkeypatch):
     obj.release()
 
 
+@pytest.mark.parametrize("route, names", [
+    ("int8", ["block_gram", "block_adjoint"]),
+    ("float16", ["block_gram", "block_u_pass", "block_adjoint"]),
+])
+def test_gram_route_on_dask_with_tensor_cores_set(client, problem, monkeypatch, route, names):
+    """float32 data with tensor cores set (the workers' G then has float32-level errors): the fit sums
+    come from G under the in-memory operator's rule (int8, residuals not small), else the u pass."""
+    from nyhopt.ops import gram as gram_module
+
+    monkeypatch.setattr(gram_module, "TENSOR_CORES", route)
+    X, y, Z = problem
+    obj = nh.make_objective("stoch-prop", *_dask(X.astype(np.float32), y.astype(np.float32), 3), gram=True,
+                            **dict(STOCH, tol=1e-5))
+    calls = _count_reductions(monkeypatch)
+    v, _ = obj.value_and_grad(_stoch_params(Z.astype(np.float32)))
+    assert np.isfinite(v)
+    assert [c[0] for c in calls] == names
+    obj.release()
+
+
 def test_cluster_gram_cost_model():
     """The Gram pass pays once the rounds of tasks it saves cost more than it; never for huge partials."""
     # a stoch-prop step at n = 6e4, m = 400 (20 expected CG iterations, 5 columns): the Gram route

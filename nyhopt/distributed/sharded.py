@@ -30,7 +30,8 @@ import distributed
 import numpy as np
 
 from .._validation import check_matrix
-from ..ops.operator import FitPass, check_policy, gram_now, gram_stats
+from ..ops import gram as _gram
+from ..ops.operator import TENSOR_STATS_MIN_RATIO, FitPass, check_policy, gram_now, gram_stats
 from ..kernels import Kernel, KernelGrad
 from ..kernels._base import check_finite_grad
 from . import _blocks, _cost
@@ -525,17 +526,21 @@ class ShardedOperator:
         and the targets' sums from its pass (:meth:`stats_from_gram`) the
         sums come from :func:`~nyhopt.ops.operator.gram_stats` on the driver,
         with no pass, and ``u`` is None (``memo`` is not used: the Gram pass
-        sums the targets).
+        sums the targets); with tensor cores set for float32 data
+        (:data:`nyhopt.ops.gram.TENSOR_CORES`) under the same rule as the
+        in-memory operator.
         """
         self._check_u(W)
         a = np.asarray(a)
-        if self.stats_from_gram(W):
+        route = _gram.tensor_core_route(self.dtype)  # the workers' route, should they be GPUs set like this process
+        if self.stats_from_gram(W) and route != "float16":
             f64 = np.float64
             ww, wlast = self._target_sums
             KtKa, wu, uu, rr, ww, cr = gram_stats(self.gram, self.gram_rhs.astype(f64, copy=False),
                                                   a.astype(f64, copy=False), ww, wlast)
-            return FitPass(None, KtKa if normal else None, self.gram_rhs if normal else None, wu, uu, rr,
-                           ww if plain else None, cr if cross else None)
+            if route is None or bool(np.all(rr >= TENSOR_STATS_MIN_RATIO * (ww + uu))):
+                return FitPass(None, KtKa if normal else None, self.gram_rhs if normal else None, wu, uu, rr,
+                               ww if plain else None, cr if cross else None)
         from_gram = normal and self.gram is not None and self.gram_rhs is not None
         sums, u = self.data.reduce(_blocks.block_u_pass, self._shared, self.data.operand(a),
                                    normal and not from_gram, plain, cross, keep=True)
