@@ -16,4 +16,5 @@ SOURCES = sorted(p for folder in ("nyhopt", "tests", "asv_bench", "examples") fo
 def test_source_compiles_without_warnings(path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        compile(path.read_text(encoding="utf-8"), str(path), "exec")
+        code = compile(path.read_text(encoding="utf-8"), str(path), "exec")
+    assert code.co_filename == str(path)
