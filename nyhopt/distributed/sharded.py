@@ -31,7 +31,7 @@ import numpy as np
 
 from .._validation import check_matrix
 from ..ops import gram as _gram
-from ..ops.operator import TENSOR_STATS_MIN_RATIO, FitPass, check_policy, gram_now, gram_stats
+from ..ops.operator import FitPass, check_policy, gram_now, gram_stats, gram_stats_trusted
 from ..kernels import Kernel, KernelGrad
 from ..kernels._base import check_finite_grad
 from . import _blocks, _cost
@@ -538,7 +538,7 @@ class ShardedOperator:
             ww, wlast = self._target_sums
             KtKa, wu, uu, rr, ww, cr = gram_stats(self.gram, self.gram_rhs.astype(f64, copy=False),
                                                   a.astype(f64, copy=False), ww, wlast)
-            if route is None or bool(np.all(rr >= TENSOR_STATS_MIN_RATIO * (ww + uu))):
+            if gram_stats_trusted(route, rr, ww, uu):
                 return FitPass(None, KtKa if normal else None, self.gram_rhs if normal else None, wu, uu, rr,
                                ww if plain else None, cr if cross else None)
         from_gram = normal and self.gram is not None and self.gram_rhs is not None

@@ -69,7 +69,7 @@ from . import gram as _gram
 from .gram import gram_matrix
 
 __all__ = ["KernelOperator", "FitPass", "LowRankCotangent", "ResidualCotangent", "column_stats", "gram_stats",
-           "target_sums", "check_policy", "GRAM_GAIN", "gram_pays", "gram_now", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S", "GPU_GRAM8_S", "GPU_GRAM64_S", "GPU_PRODUCT_S",
+           "target_sums", "gram_stats_trusted", "check_policy", "GRAM_GAIN", "gram_pays", "gram_now", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S", "GPU_GRAM8_S", "GPU_GRAM64_S", "GPU_PRODUCT_S",
            "GPU_GRAM_BYTES", "TENSOR_STATS_MIN_RATIO"]
 
 #: Ratio of the machine's speed on the Gram matrix's rank updates to its speed on the
@@ -269,6 +269,18 @@ def gram_stats(G, KtW, a, ww, wlast=None):
     return KtKa, wu, uu, rr, ww, cross
 
 
+def gram_stats_trusted(route, rr, ww, uu, xp=np) -> bool:
+    """Whether the sums of :func:`gram_stats` from a :math:`G` of tensor-core ``route`` may be kept.
+
+    Always for float64 products (``route`` None), never for ``"float16"``;
+    for ``"int8"`` when :math:`r_j^T r_j \\ge` :data:`TENSOR_STATS_MIN_RATIO`
+    :math:`(w_j^T w_j + u_j^T u_j)` in every column.
+    """
+    if route is None:
+        return True
+    return route == "int8" and bool(xp.all(rr >= TENSOR_STATS_MIN_RATIO * (ww + uu)))
+
+
 def column_stats(W, u, xp, plain=False, cross=False):
     """Float64 sums ``(W.u, u.u, r.r, W.W or None, r^T r_last or None)`` of ``W`` and ``u = K a``.
 
@@ -420,7 +432,7 @@ class KernelOperator:
             ww, wlast = target_sums(W, xp, cross, memo)
             KtKa, wu, uu, rr, ww, cr = gram_stats(self.gram, self.gram_rhs.astype(f64, copy=False),
                                                   a.astype(f64, copy=False), ww, wlast)
-            if self._gram_route is None or bool(xp.all(rr >= TENSOR_STATS_MIN_RATIO * (ww + uu))):
+            if gram_stats_trusted(self._gram_route, rr, ww, uu, xp):
                 return FitPass(None, KtKa if normal else None, self.gram_rhs if normal else None, wu, uu, rr,
                                ww if plain else None, cr)
         a_dt = a.astype(self.X.dtype, copy=False)
