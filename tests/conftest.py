@@ -3,13 +3,21 @@ from __future__ import annotations
 
 import os
 import pathlib
+import sys
 
 import numpy as np
 import pytest
 
-from nyhopt.backend import gpu_available
-
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+HOST_CUPY = bool(os.environ.get("NYHOPT_HOST_CUPY"))
+if HOST_CUPY:  # the GPU code paths on the host stand-in for CuPy (tests/hostcupy), child processes included
+    _stand_in = str(ROOT / "tests" / "hostcupy")
+    sys.path.insert(0, _stand_in)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_stand_in, os.environ.get("PYTHONPATH")) if p)
+    for _name in [m for m in sys.modules if m.split(".")[0] in ("cupy", "cupyx", "cupy_backends")]:
+        del sys.modules[_name]
+
+from nyhopt.backend import gpu_available  # noqa: E402
 DATA_DIR = pathlib.Path(os.environ.get("NYHOPT_DATA", ROOT.parent / "shared" / "data"))
 
 

@@ -1,0 +1,1 @@
+"""``cupyx`` of the host stand-in (see ``cupy/__init__.py``)."""
