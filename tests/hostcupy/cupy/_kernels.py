@@ -22,23 +22,27 @@ import re
 
 import numpy as np
 
-from . import ndarray
-
 _C_TYPES = {"float": np.float32, "double": np.float64}
 _NAME = re.compile(r"^\s*(\w+)\s*<\s*([^>]*)>\s*$")
 _SQRT3, _SQRT5, _S_CAP = 1.7320508075688772, 2.23606797749979, 1e6
 
 
 # ------------------------------------------------------------ raw memory
+def _host(arg):
+    """The NumPy array behind a device array (a NumPy array is accepted too: the tests run both)."""
+    base = getattr(arg, "_a", arg)
+    if not isinstance(base, np.ndarray):
+        raise TypeError(f"a pointer argument must be a device array, got {type(arg).__name__}")
+    return base
+
+
 def _flat(arg, dtype, count):
     """The ``count`` elements of ``dtype`` at the address of device array ``arg`` (a writable view)."""
-    if not isinstance(arg, ndarray):
-        raise TypeError(f"a pointer argument must be a device array, got {type(arg).__name__}")
+    base = _host(arg)
     dtype = np.dtype(dtype)
     count = int(count)
     if count <= 0:
         return np.empty(0, dtype)
-    base = arg._a
     lo, hi = _extent(base)
     need = count * dtype.itemsize
     if base.ctypes.data + need > hi:
@@ -52,12 +56,11 @@ def _extent(a):
     root = a
     while isinstance(root.base, np.ndarray):
         root = root.base
-    start = root.ctypes.data
-    return start, start + root.nbytes if root.flags.c_contiguous or root.flags.f_contiguous else start + root.nbytes
+    return root.ctypes.data, root.ctypes.data + root.nbytes
 
 
 def _int(v):
-    if isinstance(v, ndarray):
+    if hasattr(v, "_a") or isinstance(v, np.ndarray):
         raise TypeError("a scalar kernel argument must be a host number, not a device array")
     return int(v)
 
@@ -278,9 +281,9 @@ class RawKernel(_Launcher):
 
 # ------------------------------------------------------ elementwise kernels
 def _split_half(k, hi, lo):
-    k = k._a.astype(np.float32)
-    hi._a[...] = k.astype(np.float16)
-    lo._a[...] = ((k - hi._a.astype(np.float32)) * np.float32(2048.0)).astype(np.float16)
+    k, hi, lo = _host(k).astype(np.float32), _host(hi), _host(lo)
+    hi[...] = k.astype(np.float16)
+    lo[...] = ((k - hi.astype(np.float32)) * np.float32(2048.0)).astype(np.float16)
 
 
 def _add_digit_products(operation):
@@ -288,9 +291,8 @@ def _add_digit_products(operation):
     w2 = float(re.search(r"([-+0-9.eE]+) \* \(\(double\)c", operation).group(1))
 
     def run(a, b, c, e, g):
-        f = np.float64
-        g._a[...] += weights[0] * a._a.astype(f) + weights[1] * b._a.astype(f) + w2 * (
-            c._a.astype(f) + 2.0 * e._a.astype(f))
+        (a, b, c, e), g = (_host(v).astype(np.float64) for v in (a, b, c, e)), _host(g)
+        g[...] += weights[0] * a + weights[1] * b + w2 * (c + 2.0 * e)
 
     return run
 
@@ -309,8 +311,7 @@ class ElementwiseKernel:
 
     def __call__(self, *args, **kwargs):
         for a in args:
-            if not isinstance(a, ndarray):
-                raise TypeError(f"{self.name}: arguments must be device arrays")
+            _host(a)
         shape = np.broadcast_shapes(*(a.shape for a in args))
         if any(a.shape != shape for a in args[len(self.in_params.split(",")):]):
             raise ValueError(f"{self.name}: output shapes must match the broadcast shape {shape}")
