@@ -401,3 +401,17 @@ def __getattr__(name):
 from . import cuda, linalg, random  # noqa: E402
 from ._kernels import ElementwiseKernel, RawKernel, RawModule  # noqa: E402
 from .cuda import get_default_memory_pool, get_default_pinned_memory_pool  # noqa: E402
+
+
+# ---------------------------------------------- additions (GPU-path audit)
+def _take(a, indices, axis=None, out=None):
+    """``cupy.take``: host (NumPy) indices are accepted, as CuPy's ``_take`` copies them to the device."""
+    result = _np.take(_unwrap(a), _unwrap(indices, strict=False), axis=axis)
+    if out is not None:
+        out._a[...] = result
+        return out
+    return _wrap(result)
+
+
+take = _take
+ndarray.take = lambda self, indices, axis=None, out=None: _take(self, indices, axis, out)
