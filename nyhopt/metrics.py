@@ -38,9 +38,13 @@ __all__ = ["rmse", "nlpd", "coverage"]
 
 
 def _arrays(y, mean, std=None):
-    """``(y, mean, std)`` as float64 arrays of one shape, with the argument named on a mismatch."""
+    """``(y, mean, std)`` as float64 arrays of one shape on the device of ``mean``, with the argument named on a mismatch."""
     xp = get_namespace(mean)
-    y = xp.asarray(to_numpy(y) if get_namespace(y) is not xp else y, dtype=xp.float64)
+
+    def on_mean_device(a):  # y and std follow mean across host and device
+        return xp.asarray(to_numpy(a) if get_namespace(a) is not xp else a, dtype=xp.float64)
+
+    y = on_mean_device(y)
     mean = xp.asarray(mean, dtype=xp.float64)
     if y.size == 0:
         raise ValueError("y is empty")
@@ -51,7 +55,7 @@ def _arrays(y, mean, std=None):
             raise ValueError(f"y has shape {tuple(y.shape)} but mean has shape {tuple(mean.shape)}")
     out = [y, mean]
     if std is not None:
-        std = xp.asarray(std, dtype=xp.float64)
+        std = on_mean_device(std)
         if std.shape != mean.shape:
             raise ValueError(f"std has shape {tuple(std.shape)} but mean has shape {tuple(mean.shape)}")
         if not bool(xp.all(std > 0)):

@@ -93,3 +93,18 @@ def test_cli_predict_std(tmp_path):
     assert main(["tune", str(labels), "--target", "t", "--centers", "10", "--epochs", "2", "--out",
                  str(tmp_path / "c.npz"), "--quiet"]) == 0
     assert main(["predict", str(tmp_path / "c.npz"), str(labels), "--std"]) != 0
+
+
+@pytest.mark.gpu
+def test_metrics_take_host_and_device_arrays_together():
+    """y and std follow mean's device (an estimator's CuPy mean with host targets or error bars)."""
+    import cupy as cp
+
+    rng = np.random.default_rng(3)
+    y, mean, std = rng.normal(size=40), rng.normal(size=40), rng.uniform(0.5, 2.0, size=40)
+    ref = (metrics.rmse(y, mean), metrics.nlpd(y, mean, std), metrics.coverage(y, mean, std))
+    for yy, mm, ss in [(cp.asarray(y), cp.asarray(mean), cp.asarray(std)), (y, cp.asarray(mean), std),
+                       (cp.asarray(y), mean, cp.asarray(std)), (y, mean, cp.asarray(std))]:
+        got = (metrics.rmse(yy, mm), metrics.nlpd(yy, mm, ss), metrics.coverage(yy, mm, ss))
+        assert all(type(v) is float for v in got)
+        np.testing.assert_allclose(got, ref, rtol=1e-12)
