@@ -420,3 +420,45 @@ def test_falkon_and_direct_on_cupy_match_numpy():
                        cp.asarray(y, dtype=cp.float32), 1e-5, tol=1e-6, maxiter=300)
     Knm = k(X, Z)
     assert rel_err(Knm @ cp.asnumpy(g32.alpha), Knm @ ref.alpha) < 1e-3
+
+
+def _lapack_style_cholesky(a):
+    """What LAPACK's potrf leaves for a matrix that is not positive definite: the factor up to the failing
+    pivot, which keeps its non-positive value, and the trailing part untouched (no NaN anywhere)."""
+    import cupy as cp
+
+    L = np.tril(cp.asnumpy(a)).astype(np.float64)
+    for j in range(L.shape[0]):
+        ajj = L[j, j] - L[j, :j] @ L[j, :j]
+        if not ajj > 0:
+            L[j, j] = ajj
+            break
+        L[j, j] = np.sqrt(ajj)
+        L[j + 1:, j] = (L[j + 1:, j] - L[j + 1:, :j] @ L[j, :j]) / L[j, j]
+    return cp.asarray(L.astype(a.dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU (CuPy with a device)")
+@pytest.mark.parametrize("failure", ["as cupy", "lapack style"])
+def test_device_cholesky_failure_is_detected(monkeypatch, failure):
+    """CuPy does not raise on a matrix that is not positive definite: every GPU factorization must see it,
+    whether cuSOLVER leaves NaN or a finite factor with a non-positive pivot."""
+    import cupy as cp
+
+    from nyhopt.errors import IllConditionedError
+    from nyhopt.objectives._exact import cholesky
+    from nyhopt.solvers._linalg import cholesky_upper
+
+    if failure == "lapack style":
+        monkeypatch.setattr(cp.linalg, "cholesky", _lapack_style_cholesky)
+    bad = cp.asarray(np.array([[4.0, 2.0, 1.0], [2.0, 1.0, 3.0], [1.0, 3.0, 9.0]]))  # second pivot 0
+    with pytest.raises(IllConditionedError):
+        cholesky_upper(bad.copy(), cp, "M")
+    with pytest.raises(IllConditionedError):
+        cholesky(bad.copy(), cp)
+    good = cp.asarray(np.array([[4.0, 2.0, 1.0], [2.0, 5.0, 3.0], [1.0, 3.0, 9.0]]))
+    U = cholesky_upper(good.copy(), cp, "M")
+    np.testing.assert_allclose(cp.asnumpy(U.T @ U), cp.asnumpy(good), rtol=1e-14)
+    L = cholesky(good.copy(), cp)
+    np.testing.assert_allclose(cp.asnumpy(L @ L.T), cp.asnumpy(good), rtol=1e-14)

@@ -50,7 +50,7 @@ from .._parallel import active_workers, map_chunks, map_ranges, min_rows, pool_p
 from ..backend import is_cupy_namespace
 from ..errors import IllConditionedError
 from ..ops import kernel_matrix
-from ..solvers._linalg import NOT_PD_HINT
+from ..solvers._linalg import NOT_PD_HINT, device_cholesky
 from ._base import Cotangents, KernelCotangent, jitter
 from ._mm import SmallAlgebra
 from ._wide import gram, solve_lower_copy, solve_lower_inplace, wide_t_times_thin, wide_times_thin
@@ -81,9 +81,9 @@ def cholesky(a, xp, what="K_mm + jitter*I"):
     """Lower Cholesky factor of the symmetric positive definite ``a``."""
     try:
         if is_cupy_namespace(xp):
-            L = xp.linalg.cholesky(a)
-            if not bool(xp.all(xp.isfinite(L))):
-                raise np.linalg.LinAlgError("non-finite Cholesky factor")
+            L = device_cholesky(a, xp)
+            if L is None:
+                raise np.linalg.LinAlgError("a non-positive or non-finite pivot")
             return L
         return potrf(a, lower=True)
     except np.linalg.LinAlgError as exc:

@@ -12,7 +12,8 @@ from .._blas import potrf, trsm
 from ..backend import is_cupy_namespace
 from ..errors import IllConditionedError
 
-__all__ = ["cholesky_upper", "cholesky_adjoint", "solve_triangular", "add_to_diagonal", "NOT_PD_HINT"]
+__all__ = ["cholesky_upper", "cholesky_adjoint", "solve_triangular", "add_to_diagonal", "device_cholesky",
+           "NOT_PD_HINT"]
 
 #: What to change when a factorization of the N-KRR system fails (in the IllConditionedError).
 NOT_PD_HINT = ("duplicate centers, a penalty too small for the conditioning of the problem or a very "
@@ -31,6 +32,20 @@ def add_to_diagonal(M, value, xp, overwrite=False):
     return out
 
 
+def device_cholesky(M, xp):
+    """Lower Cholesky factor of ``M`` on CuPy, or None when ``M`` is not numerically positive definite.
+
+    CuPy leaves cuSOLVER's status unchecked by default, so a failed
+    factorization returns an array that is not a factor: NaN, or, as LAPACK's
+    ``potrf`` leaves it, the factor up to a non-positive pivot on the diagonal
+    with the trailing part untouched (all finite).  A factor is accepted only
+    when its diagonal is positive and every entry finite (one synchronization).
+    """
+    L = xp.linalg.cholesky(M)
+    ok = xp.all(xp.diagonal(L) > 0) & xp.all(xp.isfinite(L))
+    return L if bool(ok) else None
+
+
 def cholesky_upper(M, xp, name="matrix", overwrite=False):
     """Upper Cholesky factor ``U`` with ``U^T U = M`` (``M`` symmetric positive definite).
 
@@ -43,16 +58,17 @@ def cholesky_upper(M, xp, name="matrix", overwrite=False):
     ------
     nyhopt.errors.IllConditionedError
         If ``M`` is not numerically positive definite (on CuPy, whose
-        factorization returns NaN instead of raising, the NaN is detected);
+        factorization does not raise, the failed factor is detected by
+        :func:`device_cholesky`);
         the message says what to change (:data:`NOT_PD_HINT`).  It is a
         ``numpy.linalg.LinAlgError`` and a ``ValueError``, like every other
         error of a bad problem.
     """
     if is_cupy_namespace(xp):
-        U = xp.linalg.cholesky(M).T  # an F-ordered view, no copy
-        if not bool(xp.all(xp.isfinite(xp.diag(U)))):
+        L = device_cholesky(M, xp)
+        if L is None:
             raise IllConditionedError(f"{name} is not numerically positive definite ({NOT_PD_HINT})")
-        return U
+        return L.T  # an F-ordered view, no copy
     try:
         # M is symmetric: factor its transposed view, which LAPACK can overwrite in place
         return potrf(M.T if M.flags.f_contiguous else M, lower=False, overwrite=overwrite)
