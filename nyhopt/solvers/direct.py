@@ -124,7 +124,7 @@ def whitened_moments(kernel, X, Z, Y, Lt, xp):
     f64 = np.float64
     G = xp.zeros((m, m), dtype=f64)
     AY = xp.zeros((m, Y.shape[1]), dtype=f64)
-    yy = 0.0
+    yy = xp.zeros((), dtype=f64)  # summed on the device: no synchronization per block
     b = block_rows(n, m, 8, n_temps=4, per_row=Y.shape[1])
     for start in range(0, n, b):
         sl = slice(start, min(start + b, n))
@@ -133,8 +133,8 @@ def whitened_moments(kernel, X, Z, Y, Lt, xp):
         G += Ab @ Ab.T
         Yb = Y[sl].astype(f64, copy=False)
         AY += Ab @ Yb
-        yy += float(xp.sum(Yb * Yb))
-    return G, AY, yy
+        yy += xp.sum(Yb * Yb)
+    return G, AY, float(yy)
 
 
 def direct_factors(kernel, X, Z, Y, penalty) -> DirectFactors:
