@@ -30,7 +30,7 @@ from ._scaling import column_mean_std, pow2_scale, standardize
 from ._estimator_params import EstimatorMixin
 from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
 from ._validation import check_labels, check_positive, check_real, check_targets
-from .backend import get_namespace
+from .backend import get_namespace, is_cupy_namespace
 from .kernels import GaussianKernel, Kernel, make_kernel
 from .ops import kmv
 from ._fitted import NotFittedError, check_fitted as _check_fitted
@@ -585,6 +585,10 @@ class NystromKRRClassifier(_NystromBase):
         pred = self.predict(X)
         xp = get_namespace(pred)
         y = _as_array(y, "y", numeric=False).reshape(-1)
+        if is_cupy_namespace(xp) and get_namespace(y) is not xp:  # host labels, model on the GPU: as NystromKRR.score
+            if y.dtype.kind not in "biuf":
+                raise TypeError(f"y holds {y.dtype} labels but the model was fitted on the GPU (numeric classes_)")
+            y = xp.asarray(y)
         if y.shape[0] != pred.shape[0]:
             raise ValueError(f"y has {y.shape[0]} rows but X has {pred.shape[0]}")
         hit = (pred == y).astype(np.float64)

@@ -348,6 +348,29 @@ def test_estimators_on_cupy():
     assert m32.predict(cp.asarray(X, dtype=cp.float32)).dtype == cp.float32
 
 
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU (CuPy with a device)")
+def test_scores_of_gpu_models_take_host_targets():
+    """score(X, y) of a model on the GPU with host targets: the regressor moved them, the classifier compared
+    device predictions with host labels (CuPy's mixing TypeError); now both move them."""
+    import cupy as cp
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
+    Xd = cp.asarray(X)
+    reg = nh.NystromKRR(penalty=1e-4, centers=30, random_state=0).fit(Xd, cp.asarray(y))
+    assert reg.score(Xd, y) == pytest.approx(reg.score(Xd, cp.asarray(y)), rel=1e-12)
+    labels = (y > 0).astype(np.int64)
+    clf = nh.NystromKRRClassifier(penalty=1e-4, centers=30, random_state=0).fit(Xd, cp.asarray(labels))
+    w = np.linspace(1.0, 2.0, 300)
+    assert clf.score(Xd, labels) == clf.score(Xd, cp.asarray(labels)) > 0.8
+    assert clf.score(Xd, labels, sample_weight=w) == pytest.approx(
+        clf.score(Xd, cp.asarray(labels), sample_weight=cp.asarray(w)), rel=1e-12)
+    with pytest.raises(TypeError, match="labels"):
+        clf.score(Xd, np.where(labels > 0, "a", "b"))
+
 def test_normalize_y_predicts_in_target_units(toy):
     X, y = toy
     shifted = 1000.0 + 50.0 * y
