@@ -95,3 +95,25 @@ def test_stoch_prop_with_cupy_chunks_matches_one_process(client, problem):
     assert abs(v - v0) <= 1e-9 * abs(v0)
     assert np.linalg.norm(_flat(g) - _flat(g0)) <= 1e-9 * np.linalg.norm(_flat(g0))
     obj.release()
+
+
+def test_tune_and_hyperopt_with_cupy_chunks(client, problem):
+    """The target and feature standardization of tune / HyperoptKRR on the cluster read their moments as
+    NumPy and apply them on the chunks' device (np.asarray of CuPy moments raised, and host moments
+    subtracted from CuPy chunks would mix host and device)."""
+    cp = cupy_or_none()
+    X, y, _ = problem
+    opts = dict(objective="stoch-prop", centers=M, epochs=3, progress=False, objective_options=STOCH)
+    ref = nh.tune(*_dask(to_numpy(X), to_numpy(y)), **opts)
+    res = nh.tune(*_dask(X, y), **opts)
+    np.testing.assert_allclose(res.history.objective, ref.history.objective, rtol=1e-9)
+    np.testing.assert_allclose(res.model.y_scale_, ref.model.y_scale_, rtol=1e-12)
+    assert isinstance(res.model.predict(_dask(X, y)[0]).compute(), cp.ndarray)
+    est = nh.HyperoptKRR(objective="stoch-prop", centers=M, epochs=2, objective_options=STOCH).fit(*_dask(X, y))
+    mean, std = est.predict(_dask(X, y)[0], return_std=True)
+    host = nh.HyperoptKRR(objective="stoch-prop", centers=M, epochs=2, objective_options=STOCH).fit(
+        *_dask(to_numpy(X), to_numpy(y)))
+    np.testing.assert_allclose(est.x_scale_, host.x_scale_, rtol=1e-12)
+    out = mean.compute()
+    assert isinstance(out, cp.ndarray) and isinstance(std.compute(), cp.ndarray)
+    assert _rel(out, host.predict(_dask(to_numpy(X), to_numpy(y))[0]).compute()) <= 1e-8

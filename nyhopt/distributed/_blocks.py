@@ -16,7 +16,7 @@ from ..backend import get_namespace, to_numpy
 __all__ = ["prepare_block", "block_normal", "block_gram", "block_kmtv", "block_kmv", "block_moments",
            "block_scale_targets", "block_with_probes", "block_u_pass", "block_adjoint", "block_sq_residuals",
            "block_rows", "block_with_ones", "block_intercept_stats", "target_columns",
-           "take"]
+           "standardize_columns", "take"]
 
 
 def _host64(a):
@@ -87,6 +87,12 @@ def block_scale_targets(block, mean, scale):
     xp = get_namespace(Y)
     Y64 = Y.astype(np.float64)
     return (X, ((Y64 - xp.asarray(mean)) / xp.asarray(scale)).astype(Y.dtype))
+
+
+def standardize_columns(A, mean, scale, dtype):
+    """``(A - mean) / scale`` of a chunk in float64, returned in ``dtype``; host ``mean``, ``scale`` move to its device."""
+    xp = get_namespace(A)
+    return ((A.astype(np.float64) - xp.asarray(mean)) / xp.asarray(scale)).astype(dtype)
 
 
 def target_columns(block):
