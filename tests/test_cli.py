@@ -9,6 +9,8 @@ import sys
 import numpy as np
 import pytest
 
+import nyhopt as nh
+from nyhopt.backend import gpu_available
 from nyhopt.cli import main
 from nyhopt.io import load_model
 
@@ -445,3 +447,33 @@ def test_choosing_by_validation_prints_the_errors_it_has(tmp_path, regression_cs
         last = [line for line in out.splitlines() if "RMSE on all 150 rows" in line]
         assert len(last) == 1 and "validation RMSE of" in last[0]
 
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU (CuPy with a device)")
+def test_predict_on_the_gpu_with_array_intercepts(tmp_path):
+    """``predict --device gpu`` of models whose intercept_ and target scales are arrays (three classes, two
+    outputs): only the coefficients and centers move to the device, as after a fit there (the intercept
+    moved too, and np.asarray of it raised)."""
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-1, 1, size=(150, 2))
+    labels = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0)
+    path = _write_csv(tmp_path / "c.csv", ["a", "b", "label"], [[p, q, s] for (p, q), s in zip(X.tolist(), labels)])
+    assert main(["tune", path, "--target", "label", "--task", "classification", "--centers", "12", "--epochs", "2",
+                 "--quiet", "--device", "cpu", "--out", str(tmp_path / "c.npz")]) == 0
+    model = nh.NystromKRR(penalty=1e-3, centers=12, random_state=0, normalize_y=True).fit(
+        X, np.stack([X[:, 0] + 3.0, X[:, 1] ** 2], 1))
+    nh.save_model(tmp_path / "r.npz", model)
+    features = _write_csv(tmp_path / "x.csv", ["a", "b"], X.tolist())  # a model saved from Python: no names
+    for name, extra in (("c", []), ("r", []), ("r", ["--std"])):
+        out = {}
+        for device in ("cpu", "gpu"):
+            out[device] = tmp_path / f"{name}-{device}.csv"
+            assert main(["predict", str(tmp_path / f"{name}.npz"), path if name == "c" else features, "--device",
+                         device, "--out", str(out[device])] + extra) == 0
+        (head_cpu, cpu), (head_gpu, gpu) = _read_predictions(out["cpu"]), _read_predictions(out["gpu"])
+        assert head_gpu == head_cpu
+        if name == "c":
+            assert gpu == cpu
+        else:
+            np.testing.assert_allclose(np.array(gpu, dtype=float), np.array(cpu, dtype=float), rtol=1e-10)

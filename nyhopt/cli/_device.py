@@ -37,17 +37,22 @@ def to_host(a, xp):
     return a if xp is np else np.asarray(xp.asnumpy(a))
 
 
-def model_to(model, xp):
-    """Move the fitted arrays of ``model`` (and of its inner ``model_``) to ``xp``'s device.
+#: The fitted attributes that a fit on the GPU leaves on the device; the others (``y_mean_``,
+#: ``intercept_``, ``x_scale_`` ...) are NumPy there too.  Class labels stay on the host: CuPy
+#: cannot hold text.
+DEVICE_ATTRIBUTES = ("alpha_", "centers_")
 
-    Class labels stay on the host: CuPy cannot hold text.
-    """
+
+def model_to(model, xp):
+    """Move the fitted arrays of ``model`` (and of its inner ``model_``) that live on the device after a
+    fit on the GPU (:data:`DEVICE_ATTRIBUTES`) to ``xp``'s device."""
     if xp is np:
         return model
     for obj in (model, getattr(model, "model_", None)):
         if obj is None:
             continue
-        for name, value in list(vars(obj).items()):
-            if name != "classes_" and isinstance(value, np.ndarray) and value.dtype.kind in "fiu":
+        for name in DEVICE_ATTRIBUTES:
+            value = getattr(obj, name, None)
+            if isinstance(value, np.ndarray):
                 setattr(obj, name, xp.asarray(value))
     return model
