@@ -336,6 +336,25 @@ def test_tune_on_cupy_matches_numpy(toy):
                                rtol=1e-6, atol=1e-8)
 
 
+
+@pytest.mark.gpu
+def test_tune_refuses_host_targets_for_device_data_before_tuning(toy, monkeypatch):
+    """A list y with CuPy X is host data: refused at the start, as a NumPy y is, not after every epoch has run
+    (the final model's fit raised the mixing TypeError)."""
+    cp = cupy_or_none()
+    X, y = toy
+    import importlib
+
+    tune_mod = importlib.import_module("nyhopt.optim.tune")
+
+    def no_loop(*args, **kwargs):
+        raise AssertionError("the tuning loop ran")
+
+    monkeypatch.setattr(tune_mod, "_loop", no_loop)
+    for targets in (y.tolist(), np.where(y > 0, "pos", "neg").tolist(), y, np.where(y > 0, "pos", "neg")):
+        with pytest.raises(TypeError, match="CuPy|mix"):
+            nh.tune(cp.asarray(X), targets, centers=10, epochs=2, progress=False)
+
 def test_early_stopping_is_relative_to_the_objectives_progress():
     from nyhopt.optim._stopping import trend_stalled
 

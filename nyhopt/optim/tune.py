@@ -27,7 +27,7 @@ import numpy as np
 
 from .._estimator_params import check_feature_names_arg
 from .._validation import check_labels, check_matrix
-from ..backend import as_native, get_namespace
+from ..backend import as_native, get_namespace, is_cupy_namespace
 from ..kernels import Kernel, make_kernel
 from ..params import Params
 from ..placement import on_cluster
@@ -424,6 +424,9 @@ def _start_in_memory(X, y, *, objective, centers, penalty, lengthscale, kernel, 
     """Stage 2 for NumPy/CuPy data: validation split or set, encoded targets, start, objective, tracker."""
     X, y = as_native(X, "X"), as_native(y, "y")
     xp = get_namespace(X, y if hasattr(y, "shape") else None)
+    if is_cupy_namespace(xp) and y is not None and not hasattr(y, "shape"):  # host data, as for the estimators
+        raise TypeError(f"y is a {type(y).__name__} (host data) but X is a CuPy (device) array; pass y as a "
+                        "CuPy array (text class labels as their indices: numpy.unique(y, return_inverse=True))")
     y = check_labels(y, "y")  # before any work: mixed label types fail here, not after tuning
     X = check_matrix(X, "X", xp, dtype=dtype, min_rows=2)
     dtype = X.dtype
