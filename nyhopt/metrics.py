@@ -38,7 +38,7 @@ __all__ = ["rmse", "nlpd", "coverage"]
 
 
 def _arrays(y, mean, std=None):
-    """``(y, mean, std)`` as float64 arrays of one shape on the device of ``mean``, with the argument named on a mismatch."""
+    """``(y, mean, std)``: float64 arrays of one shape on the device of ``mean``; a mismatch names the argument."""
     xp = get_namespace(mean)
 
     def on_mean_device(a):  # y and std follow mean across host and device

@@ -90,7 +90,7 @@ def block_scale_targets(block, mean, scale):
 
 
 def standardize_columns(A, mean, scale, dtype):
-    """``(A - mean) / scale`` of a chunk in float64, returned in ``dtype``; host ``mean``, ``scale`` move to its device."""
+    """``(A - mean) / scale`` of a chunk in float64, in ``dtype``; host ``mean``, ``scale`` move to its device."""
     xp = get_namespace(A)
     return ((A.astype(np.float64) - xp.asarray(mean)) / xp.asarray(scale)).astype(dtype)
 
