@@ -29,7 +29,6 @@ import pathlib
 import re
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -129,7 +128,14 @@ raises(lambda: h + d)
 raises(lambda: d @ h.T)
 raises(lambda: cupy.add(d, h))
 raises(lambda: cupy.dot(d, h.T))
-raises(lambda: d.__setitem__(Ellipsis, h))
+raises(lambda: d.__setitem__(Ellipsis, h), ValueError)  # CuPy: "non-scalar numpy.ndarray cannot be used for fill"
+raises(lambda: d.__setitem__((0, slice(None)), h[0]), ValueError)
+raises(lambda: d.fill(h), ValueError)
+d[0, 1:] = np.float64(0.0)
+d[...] = np.array(0.0)
+d.fill(np.array(1.0))
+assert float(d.sum()) == 6.0
+d[...] = cupy.asarray(h)
 np.testing.assert_array_equal(d.get(), h)
 np.testing.assert_array_equal(cupy.asnumpy(d), h)
 
@@ -394,3 +400,58 @@ def test_elementwise_kernels_are_nyhopts(monkeypatch):
     np.testing.assert_array_equal(G, gram8._add_host(want, C1, C2, m))
     with pytest.raises(NotImplementedError, match="nh_other"):
         kernels.ElementwiseKernel("float32 x", "float32 y", "y = x", "nh_other")
+
+
+# ------------------------------------------------------------ the cuBLAS models
+def test_cublas_models_on_host_memory(monkeypatch):
+    """``SgemmEx`` and int8 ``GemmEx`` on column-major host memory: leading dimensions, transposes, scalars, errors."""
+    import ctypes
+
+    cublas = host_module("cupy_backends/cuda/libs/cublas.py")
+    monkeypatch.setattr(cublas, "_mode", {})
+    N, T, h = cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_T, 5
+    rng = np.random.default_rng(6)
+    f32 = lambda *v: np.array(v, np.float32)  # noqa: E731
+    i32 = lambda *v: np.array(v, np.int32)  # noqa: E731
+    # A column-major matrix with leading dimension ld is a row-major (columns, ld) buffer, column j in row j.
+    m, n, k = 7, 5, 6
+    A = rng.standard_normal((m, 9)).astype(np.float16)  # A: k x m, ld 9; op(A) = A^T = A[:, :k]
+    Bm = rng.standard_normal((n, 8)).astype(np.float32)  # B: k x n, ld 8; B = Bm[:, :k]^T
+    C = rng.standard_normal((n, 10)).astype(np.float32)  # C: m x n, ld 10; C = C[:, :m]^T
+    C0 = C.copy()
+    alpha, beta = f32(0.5), f32(2.0)
+    args = (h, T, N, m, n, k, alpha.ctypes.data, A.ctypes.data, 2, 9, Bm.ctypes.data, 0, 8, beta.ctypes.data,
+            C.ctypes.data, 0, 10)
+    with pytest.raises(cublas.CUBLASError, match="POINTER_MODE_HOST"):  # device scalars are not modelled
+        cublas.sgemmEx(*args)
+    cublas.setPointerMode(h, cublas.CUBLAS_POINTER_MODE_HOST)
+    assert cublas.getPointerMode(h) == cublas.CUBLAS_POINTER_MODE_HOST
+    cublas.sgemmEx(*args)
+    want = 0.5 * (A.astype(np.float64)[:, :k] @ Bm.astype(np.float64)[:, :k].T) + 2.0 * C0[:, :m].T
+    np.testing.assert_allclose(C[:, :m].T, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(C[:, m:], C0[:, m:])  # rows past m of each column untouched
+    for bad, match in [({9: 5}, "leading dimension"), ({11: 1}, "SgemmEx types"), ({1: 5}, "operation"),
+                       ({3: -1}, "negative")]:
+        (pos, value), = bad.items()
+        with pytest.raises(cublas.CUBLASError, match=match):
+            cublas.sgemmEx(*(value if i == pos else a for i, a in enumerate(args)))
+
+    # int8 GemmEx, C = A^T B exactly in int32, as nyhopt's digit products
+    Ai = rng.integers(-127, 128, (8, 16)).astype(np.int8)  # A: 16 x 8, ld 16; op(A) = A^T = Ai
+    Bi = rng.integers(-127, 128, (12, 16)).astype(np.int8)  # B: 16 x 12, ld 16; C: 8 x 12, ld 8
+    Ci = np.full((12, 8), -1, np.int32)
+    one, zero = i32(1), i32(0)
+    iargs = [h, T, N, 8, 12, 16, one.ctypes.data, Ai.ctypes.data, 3, 16, Bi.ctypes.data, 3, 16, zero.ctypes.data,
+             Ci.ctypes.data, 10, 8, cublas.CUBLAS_COMPUTE_32I, cublas.CUBLAS_GEMM_DEFAULT]
+    cublas.gemmEx(*iargs)
+    np.testing.assert_array_equal(Ci, Bi.astype(np.int64) @ Ai.astype(np.int64).T)
+    for pos, value, match in [(15, 0, "int8 inputs"), (17, cublas.CUBLAS_COMPUTE_32F, "int8 inputs"),
+                              (5, 14, "multiples of 4"), (16, 6, "multiples of 4"), (18, 42, "cublasGemmAlgo_t")]:
+        with pytest.raises(cublas.CUBLASError, match=match):
+            cublas.gemmEx(*(value if i == pos else a for i, a in enumerate(iargs)))
+    big = np.full((4, 16), 127, np.int8)
+    alpha_big = i32(2**16)
+    with pytest.raises(cublas.CUBLASError, match="overflow"):  # the device would wrap around
+        cublas.gemmEx(h, T, N, 4, 4, 16, alpha_big.ctypes.data, big.ctypes.data, 3, 16, big.ctypes.data, 3, 16,
+                      zero.ctypes.data, np.zeros((4, 4), np.int32).ctypes.data, 10, 4, cublas.CUBLAS_COMPUTE_32I, -1)
+    assert cublas._scalar(alpha_big.ctypes.data, ctypes.c_int32) == 2**16

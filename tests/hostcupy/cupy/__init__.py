@@ -62,6 +62,18 @@ def _wrap(x):
     return x
 
 
+def _basic_index(key):
+    """True for an index of integers, slices, ``None`` and ``...`` only (a view, no gather or scatter)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    return all(k is None or k is Ellipsis or isinstance(k, (slice, numbers.Integral)) for k in keys)
+
+
+def _check_fill(value):
+    """As CuPy's ``fill``: a NumPy array that is not 0-d is a ``ValueError``."""
+    if isinstance(value, _np.ndarray) and value.ndim > 0:
+        raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
+
+
 def _unwrap_kwargs(kwargs, strict=True):
     return {k: _unwrap(v, strict) for k, v in kwargs.items()}
 
@@ -171,6 +183,8 @@ class ndarray:
         return _wrap(self._a[_unwrap(key, strict=False)])
 
     def __setitem__(self, key, value):
+        if _basic_index(key):  # CuPy fills a basic-index view with a value that is not a device array
+            _check_fill(value)
         self._a[_unwrap(key, strict=False)] = _unwrap(value)
 
     def __bool__(self):
@@ -223,6 +237,7 @@ class ndarray:
         return ndarray._of(self._a.view() if dtype is None else self._a.view(dtype))
 
     def fill(self, value):
+        _check_fill(value)
         self._a.fill(_unwrap(value))
 
     def reshape(self, *shape, order="C"):
