@@ -138,6 +138,9 @@ assert float(d.sum()) == 6.0
 d[...] = cupy.asarray(h)
 np.testing.assert_array_equal(d.get(), h)
 np.testing.assert_array_equal(cupy.asnumpy(d), h)
+# ... but host indices of take are copied to the device, as CuPy's
+np.testing.assert_array_equal(cupy.take(d, np.array([2, 0]), axis=1).get(), h[:, [2, 0]])
+assert type(d.take(np.array([5, 1]))) is cupy.ndarray and d.take(np.array([5, 1])).get().tolist() == [5.0, 1.0]
 
 # a NumPy 0-d array or scalar mixes
 for s in (np.float64(2.0), np.float32(2.0), np.array(2.0), 2.0, 2):

@@ -282,8 +282,20 @@ def _method(name):
 
 
 for _name in ("sum", "mean", "max", "min", "argmax", "argmin", "std", "var", "prod", "any", "all", "dot",
-              "cumsum", "clip", "round", "nonzero", "trace", "argsort", "sort", "take", "repeat"):
+              "cumsum", "clip", "round", "nonzero", "trace", "argsort", "sort", "repeat"):
     setattr(ndarray, _name, _method(_name))
+
+
+def _take(self, indices, axis=None, out=None):
+    """As CuPy's ``take``: NumPy ``indices`` are copied to the device (CuPy converts them with ``cupy.array``)."""
+    result = self._a.take(_unwrap(indices, strict=False), axis=axis)
+    if out is not None:
+        out._a[...] = result
+        return out
+    return _wrap(result)
+
+
+ndarray.take = _take
 
 
 def _operator(name):
@@ -384,6 +396,10 @@ def _creation(name):
 for _name in ("empty", "zeros", "ones", "full", "eye", "identity", "arange", "linspace", "empty_like",
               "zeros_like", "ones_like", "full_like", "tri"):
     globals()[_name] = _creation(_name)
+
+
+def take(a, indices, axis=None, out=None):
+    return a.take(indices, axis=axis, out=out)
 
 
 def fill_diagonal(a, val, wrap=False):
