@@ -10,8 +10,11 @@ installed and must not be shadowed:
 2. its NumPy versions of nyhopt's CUDA kernels (``cupy/_kernels.py``),
    every instantiation against the host emulation of the real CUDA source
    (``test_cuda_sources.py``) on the same launch arguments: CUDA source,
-   emulation and stand-in tell the same story;
-3. the constants of its cuBLAS and runtime modules against CuPy's.
+   emulation and stand-in tell the same story; its launch checks; its two
+   elementwise kernels against nyhopt's host versions;
+3. its cuBLAS models (``cupy_backends/cuda/libs/cublas.py``) on host
+   memory, and the constants of its cuBLAS and runtime modules against
+   CUDA's and CuPy's.
 
 The modules that import nothing from the stand-in's packages are loaded
 from their files under private names (:func:`host_module`); the cuBLAS
