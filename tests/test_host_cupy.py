@@ -366,6 +366,13 @@ def test_launches_are_checked_as_cuda_checks_them():
         kind_block((2, 1), BLOCK, (X, Zt, out, np.array(B), i32(M), i32(D)))
     with pytest.raises(TypeError, match="pointer"):
         kind_block((2, 1), BLOCK, (X.tolist(), Zt, out, i32(B), i32(M), i32(D)))
+    adjoint = kernels._Launcher("nh_adjoint<double, 0, false>")
+    outs = (np.zeros((D, M)), np.zeros(D), np.zeros((B, D)))
+    args = (X, Zt, out, out, i32(B), i32(M), i32(D), i32(0), i32(7), *outs)
+    adjoint((2, 1), BLOCK, args, shared_mem=33 * D * 8)
+    for block, shared, match in [((32, 8), 32 * D * 8, "shared memory"), ((64, 4), 33 * D * 8, "(32, 8)")]:
+        with pytest.raises(ValueError, match=re.escape(match)):
+            adjoint((2, 1), block, args, shared_mem=shared)
     with pytest.raises(KeyError, match="no kernel"):
         kernels._Launcher("nh_fused<double, 0>")
     with pytest.raises(ValueError, match="template"):
