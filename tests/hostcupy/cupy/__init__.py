@@ -104,11 +104,13 @@ class ndarray:
         if memptr is not None or strides is not None:
             raise NotImplementedError("host CuPy: ndarray(memptr=, strides=) is not modelled")
         self._a = _np.empty(shape, dtype=dtype, order=order)
+        cuda.memory.track(self._a)
 
     @classmethod
     def _of(cls, a):
         obj = object.__new__(cls)
         obj._a = a
+        cuda.memory.track(a)
         return obj
 
     # -- NumPy interop: explicit only
