@@ -66,16 +66,23 @@ def _unwrap_kwargs(kwargs, strict=True):
     return {k: _unwrap(v, strict) for k, v in kwargs.items()}
 
 
+def _call(fn, args, kwargs):
+    """``fn(*args, **kwargs)`` on the NumPy arrays behind device arrays; the result wrapped or written to ``out``."""
+    out = kwargs.pop("out", None)
+    if out is not None and not isinstance(out, ndarray):
+        raise TypeError(_MIXING)
+    result = fn(*_unwrap(args), **_unwrap_kwargs(kwargs))
+    if out is not None:
+        out._a[...] = result
+        return out
+    return _wrap(result)
+
+
 def _device_function(fn, name=None):
     """``fn`` (a NumPy function) on device arrays: NumPy arrays in the arguments raise."""
 
     def call(*args, **kwargs):
-        out = kwargs.pop("out", None)
-        result = fn(*_unwrap(args), **_unwrap_kwargs(kwargs))
-        if out is not None:
-            out._a[...] = result
-            return out
-        return _wrap(result)
+        return _call(fn, args, kwargs)
 
     call.__name__ = name or getattr(fn, "__name__", "function")
     call.__doc__ = f"Host CuPy version of numpy.{call.__name__}."
@@ -129,12 +136,7 @@ class ndarray:
 
     def __array_function__(self, func, types, args, kwargs):
         # numpy.f(device array) runs CuPy's f, as with CuPy's __array_function__
-        out = kwargs.pop("out", None)
-        result = func(*_unwrap(args), **_unwrap_kwargs(kwargs))
-        if out is not None:
-            out._a[...] = result
-            return out
-        return _wrap(result)
+        return _call(func, args, dict(kwargs))
 
     def __dlpack__(self, **kwargs):
         raise TypeError("host CuPy arrays cannot be exported through DLPack")
@@ -257,12 +259,7 @@ class ndarray:
 
 def _method(name):
     def method(self, *args, **kwargs):
-        out = kwargs.pop("out", None)
-        result = getattr(self._a, name)(*_unwrap(args), **_unwrap_kwargs(kwargs))
-        if out is not None:
-            out._a[...] = result
-            return out
-        return _wrap(result)
+        return _call(getattr(self._a, name), args, kwargs)
 
     method.__name__ = name
     return method
