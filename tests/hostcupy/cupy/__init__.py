@@ -78,16 +78,23 @@ def _unwrap_kwargs(kwargs, strict=True):
     return {k: _unwrap(v, strict) for k, v in kwargs.items()}
 
 
+def _call(fn, args, kwargs):
+    """``fn(*args, **kwargs)`` on the NumPy arrays behind device arrays; the result wrapped or written to ``out``."""
+    out = kwargs.pop("out", None)
+    if out is not None and not isinstance(out, ndarray):
+        raise TypeError(_MIXING)
+    result = fn(*_unwrap(args), **_unwrap_kwargs(kwargs))
+    if out is not None:
+        out._a[...] = result
+        return out
+    return _wrap(result)
+
+
 def _device_function(fn, name=None):
     """``fn`` (a NumPy function) on device arrays: NumPy arrays in the arguments raise."""
 
     def call(*args, **kwargs):
-        out = kwargs.pop("out", None)
-        result = fn(*_unwrap(args), **_unwrap_kwargs(kwargs))
-        if out is not None:
-            out._a[...] = result
-            return out
-        return _wrap(result)
+        return _call(fn, args, kwargs)
 
     call.__name__ = name or getattr(fn, "__name__", "function")
     call.__doc__ = f"Host CuPy version of numpy.{call.__name__}."
@@ -116,11 +123,13 @@ class ndarray:
         if memptr is not None or strides is not None:
             raise NotImplementedError("host CuPy: ndarray(memptr=, strides=) is not modelled")
         self._a = _np.empty(shape, dtype=dtype, order=order)
+        cuda.memory.track(self._a)
 
     @classmethod
     def _of(cls, a):
         obj = object.__new__(cls)
         obj._a = a
+        cuda.memory.track(a)
         return obj
 
     # -- NumPy interop: explicit only
@@ -139,12 +148,7 @@ class ndarray:
 
     def __array_function__(self, func, types, args, kwargs):
         # numpy.f(device array) runs CuPy's f, as with CuPy's __array_function__
-        out = kwargs.pop("out", None)
-        result = func(*_unwrap(args), **_unwrap_kwargs(kwargs))
-        if out is not None:
-            out._a[...] = result
-            return out
-        return _wrap(result)
+        return _call(func, args, dict(kwargs))
 
     def __dlpack__(self, **kwargs):
         raise TypeError("host CuPy arrays cannot be exported through DLPack")
@@ -270,12 +274,7 @@ class ndarray:
 
 def _method(name):
     def method(self, *args, **kwargs):
-        out = kwargs.pop("out", None)
-        result = getattr(self._a, name)(*_unwrap(args), **_unwrap_kwargs(kwargs))
-        if out is not None:
-            out._a[...] = result
-            return out
-        return _wrap(result)
+        return _call(getattr(self._a, name), args, kwargs)
 
     method.__name__ = name
     return method
