@@ -287,11 +287,7 @@ for _name in ("sum", "mean", "max", "min", "argmax", "argmin", "std", "var", "pr
 
 def _take(self, indices, axis=None, out=None):
     """As CuPy's ``take``: NumPy ``indices`` are copied to the device (CuPy converts them with ``cupy.array``)."""
-    result = self._a.take(_unwrap(indices, strict=False), axis=axis)
-    if out is not None:
-        out._a[...] = result
-        return out
-    return _wrap(result)
+    return _call(self._a.take, (asarray(indices),), {"axis": axis, "out": out})
 
 
 ndarray.take = _take
