@@ -266,8 +266,22 @@ def _method(name):
 
 
 for _name in ("sum", "mean", "max", "min", "argmax", "argmin", "std", "var", "prod", "any", "all", "dot",
-              "cumsum", "clip", "round", "nonzero", "trace", "argsort", "sort", "take", "repeat"):
+              "cumsum", "clip", "round", "nonzero", "trace", "argsort", "sort", "repeat"):
     setattr(ndarray, _name, _method(_name))
+
+
+def take(a, indices, axis=None, out=None):
+    """As ``cupy.take``: the indices may be host data (CuPy copies them to the device), ``a`` may not."""
+    if not isinstance(a, ndarray):
+        raise TypeError(_MIXING)
+    result = _np.take(a._a, _unwrap(indices, strict=False), axis=axis)
+    if out is not None:
+        out._a[...] = result
+        return out
+    return ndarray._of(result)
+
+
+ndarray.take = lambda self, indices, axis=None, out=None: take(self, indices, axis, out)
 
 
 def _operator(name):
