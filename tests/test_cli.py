@@ -445,3 +445,23 @@ def test_choosing_by_validation_prints_the_errors_it_has(tmp_path, regression_cs
         last = [line for line in out.splitlines() if "RMSE on all 150 rows" in line]
         assert len(last) == 1 and "validation RMSE of" in last[0]
 
+
+
+def test_the_command_line_asks_cupy_for_precompiled_headers(monkeypatch):
+    """Set for the command line's process before CuPy is imported; a user's setting wins; never after."""
+    import os
+    import sys
+
+    from nyhopt.cli._device import prefer_precompiled_headers
+
+    monkeypatch.delenv("CUPY_NVRTC_USE_PCH", raising=False)
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    prefer_precompiled_headers()
+    assert os.environ["CUPY_NVRTC_USE_PCH"] == "1"
+    monkeypatch.setenv("CUPY_NVRTC_USE_PCH", "0")
+    prefer_precompiled_headers()
+    assert os.environ["CUPY_NVRTC_USE_PCH"] == "0"
+    monkeypatch.delenv("CUPY_NVRTC_USE_PCH")
+    monkeypatch.setitem(sys.modules, "cupy", object())
+    prefer_precompiled_headers()
+    assert "CUPY_NVRTC_USE_PCH" not in os.environ

@@ -285,12 +285,18 @@ for _name in ("sum", "mean", "max", "min", "argmax", "argmin", "std", "var", "pr
     setattr(ndarray, _name, _method(_name))
 
 
-def _take(self, indices, axis=None, out=None):
-    """As CuPy's ``take``: NumPy ``indices`` are copied to the device (CuPy converts them with ``cupy.array``)."""
-    return _call(self._a.take, (asarray(indices),), {"axis": axis, "out": out})
+def take(a, indices, axis=None, out=None):
+    """As ``cupy.take``: the indices may be host data (CuPy copies them to the device), ``a`` may not."""
+    if not isinstance(a, ndarray):
+        raise TypeError(_MIXING)
+    result = _np.take(a._a, _unwrap(indices, strict=False), axis=axis)
+    if out is not None:
+        out._a[...] = result
+        return out
+    return ndarray._of(result)
 
 
-ndarray.take = _take
+ndarray.take = lambda self, indices, axis=None, out=None: take(self, indices, axis, out)
 
 
 def _operator(name):
@@ -391,10 +397,6 @@ def _creation(name):
 for _name in ("empty", "zeros", "ones", "full", "eye", "identity", "arange", "linspace", "empty_like",
               "zeros_like", "ones_like", "full_like", "tri"):
     globals()[_name] = _creation(_name)
-
-
-def take(a, indices, axis=None, out=None):
-    return a.take(indices, axis=axis, out=out)
 
 
 def fill_diagonal(a, val, wrap=False):

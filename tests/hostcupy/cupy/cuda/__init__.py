@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import time
 
-from . import compiler, device, memory, runtime  # noqa: F401
+from . import compiler, device, memory, memory_hook, runtime  # noqa: F401
 from .memory import MemoryPool, OutOfMemoryError, PinnedMemoryPool  # noqa: F401
+from .memory_hook import MemoryHook  # noqa: F401
 
 
 class Device:

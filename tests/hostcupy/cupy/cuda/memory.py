@@ -8,9 +8,10 @@ taken off when NumPy frees it.  ``MemoryPool.used_bytes()`` is what is live,
 what is live.  Going over :data:`TOTAL_MEMORY` raises
 :class:`OutOfMemoryError` (after the fact: NumPy has allocated already).
 
-Only the stand-in has :func:`peak_bytes` and :func:`reset_peak`: the most
-bytes live at once since the last reset, for tests that bound the device
-memory of a code path.  Temporaries inside one NumPy call are not seen.
+Memory hooks (``cupy.cuda.MemoryHook``, entered with ``with``) are called
+after each buffer is counted and freed, as CuPy's pool calls them, so a
+test can follow the pool's ``used_bytes()`` the same way on a GPU and here.
+Temporaries inside one NumPy call are not seen.
 """
 from __future__ import annotations
 
@@ -18,11 +19,13 @@ import weakref
 
 import numpy as np
 
+from .memory_hook import get_memory_hooks
+
 #: What the stand-in reports as the device's memory (bytes); tests may lower it.
 TOTAL_MEMORY = 80 * 2**30
 
 _live: dict = {}
-_state = {"used": 0, "peak": 0}
+_state = {"used": 0}
 
 
 class OutOfMemoryError(MemoryError):
@@ -31,9 +34,11 @@ class OutOfMemoryError(MemoryError):
                          f"host CuPy device of {TOTAL_MEMORY:,} bytes)")
 
 
-def _release(key, nbytes):
+def _release(key, nbytes, ptr):
     if _live.pop(key, None) is not None:
         _state["used"] -= nbytes
+        for hook in list(get_memory_hooks().values()):
+            hook.free_postprocess(device_id=0, mem_size=nbytes, mem_ptr=ptr, pmem_id=key)
 
 
 def track(a):
@@ -43,26 +48,19 @@ def track(a):
         root = root.base
     if root.base is not None or id(root) in _live:  # not NumPy's memory (a kernel's view), or counted
         return
-    key, nbytes = id(root), root.nbytes
+    key, nbytes, ptr = id(root), root.nbytes, root.ctypes.data
     _live[key] = nbytes
-    weakref.finalize(root, _release, key, nbytes)
+    weakref.finalize(root, _release, key, nbytes, ptr)
     _state["used"] += nbytes
-    _state["peak"] = max(_state["peak"], _state["used"])
     if _state["used"] > TOTAL_MEMORY:
         raise OutOfMemoryError(nbytes, _state["used"])
+    for hook in list(get_memory_hooks().values()):
+        hook.alloc_postprocess(device_id=0, mem_size=nbytes, mem_ptr=ptr)
+        hook.malloc_postprocess(device_id=0, size=nbytes, mem_size=nbytes, mem_ptr=ptr, pmem_id=key)
 
 
 def used_bytes():
     return _state["used"]
-
-
-def peak_bytes():
-    """Most bytes live at once since :func:`reset_peak` (stand-in only)."""
-    return _state["peak"]
-
-
-def reset_peak():
-    _state["peak"] = _state["used"]
 
 
 class MemoryPool:
