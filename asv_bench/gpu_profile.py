@@ -168,6 +168,9 @@ def _kernel_name(source, name_expressions):
 
 
 def first_call_profile(tiny=False):
+    from nyhopt.cli._device import prefer_precompiled_headers
+
+    prefer_precompiled_headers()  # as the command line does, before CuPy is imported
     t0 = time.perf_counter()
     import cupy
     from cupy.cuda import compiler
@@ -203,7 +206,7 @@ def first_call_profile(tiny=False):
     demo = time.perf_counter() - s
     nvrtc = [row for row in log if row[0] == "nvrtc"]
     modules = [row for row in log if row[0] == "module"]
-    print(f"first call: import cupy {t_import:.2f} s; "
+    print(f"first call (CUPY_NVRTC_USE_PCH={os.environ.get('CUPY_NVRTC_USE_PCH')}): import cupy {t_import:.2f} s; "
           + "; ".join(f"{k} {v:.2f} s" for k, v in handles.items()))
     print(f"demo rc={rc}: {demo:.2f} s; {len(nvrtc)} NVRTC compilations, {sum(r[1] for r in nvrtc):.2f} s; "
           f"{len(modules)} modules built or loaded, {sum(r[1] for r in modules):.2f} s")

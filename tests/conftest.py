@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+collect_ignore = ["hostcupy"]  # a stand-in for the cupy package, never collected (doctests import modules)
 HOST_CUPY = bool(os.environ.get("NYHOPT_HOST_CUPY"))
 if HOST_CUPY:  # the GPU code paths on the host stand-in for CuPy (tests/hostcupy), child processes included
     _stand_in = str(ROOT / "tests" / "hostcupy")

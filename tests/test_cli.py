@@ -477,3 +477,23 @@ def test_predict_on_the_gpu_with_array_intercepts(tmp_path):
             assert gpu == cpu
         else:
             np.testing.assert_allclose(np.array(gpu, dtype=float), np.array(cpu, dtype=float), rtol=1e-10)
+
+
+def test_the_command_line_asks_cupy_for_precompiled_headers(monkeypatch):
+    """Set for the command line's process before CuPy is imported; a user's setting wins; never after."""
+    import os
+    import sys
+
+    from nyhopt.cli._device import prefer_precompiled_headers
+
+    monkeypatch.delenv("CUPY_NVRTC_USE_PCH", raising=False)
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    prefer_precompiled_headers()
+    assert os.environ["CUPY_NVRTC_USE_PCH"] == "1"
+    monkeypatch.setenv("CUPY_NVRTC_USE_PCH", "0")
+    prefer_precompiled_headers()
+    assert os.environ["CUPY_NVRTC_USE_PCH"] == "0"
+    monkeypatch.delenv("CUPY_NVRTC_USE_PCH")
+    monkeypatch.setitem(sys.modules, "cupy", object())
+    prefer_precompiled_headers()
+    assert "CUPY_NVRTC_USE_PCH" not in os.environ

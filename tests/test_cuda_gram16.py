@@ -16,6 +16,8 @@ import nyhopt as nh
 from nyhopt.ops import _reference, gram as gram_mod
 from nyhopt.ops.gram16 import BLOCK_ROWS, FOLD, gram_matrix16, split_block
 
+from test_host_cupy import host_module
+
 KINDS = ["gaussian", "laplacian", "matern32", "matern52"]
 
 
@@ -198,57 +200,47 @@ class _HostArray:
         self.data = type("Memory", (), {"ptr": a.ctypes.data})()
 
 
-def column_major(ptr, dtype, rows, cols, ld):
-    """The column-major (rows x cols, leading dimension ``ld``) matrix at host address ``ptr``."""
-    import ctypes
+def host_cublas(monkeypatch, name, check=None):
+    """The stand-in's cuBLAS (``tests/hostcupy``) in place of CuPy's, loaded by path; returns the call log.
 
-    from numpy.lib.stride_tricks import as_strided
-
-    dtype = np.dtype(dtype)
-    buf = np.ctypeslib.as_array((ctypes.c_char * (dtype.itemsize * (ld * (cols - 1) + rows))).from_address(ptr))
-    return as_strided(buf.view(dtype), shape=(rows, cols), strides=(dtype.itemsize, ld * dtype.itemsize))
-
-
-def _host_sgemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc):
-    """cuBLAS SgemmEx (column-major, host scalars) on host memory: C = alpha op(A) op(B) + beta C."""
-    import ctypes
-
-    types_ = {2: np.float16, 0: np.float32}
-    view = column_major
-
-    assert Ctype == 0 and ldc >= m
-    ar, ac = (m, k) if transa == 0 else (k, m)
-    br, bc = (k, n) if transb == 0 else (n, k)
-    assert lda >= ar and ldb >= br
-    a, b = view(A, types_[Atype], ar, ac, lda), view(B, types_[Btype], br, bc, ldb)
-    a = a if transa == 0 else a.T
-    b = b if transb == 0 else b.T
-    c = view(C, np.float32, m, n, ldc)
-    one = np.ctypeslib.as_array((ctypes.c_float * 1).from_address(alpha))[0]
-    bet = np.ctypeslib.as_array((ctypes.c_float * 1).from_address(beta))[0]
-    product = one * (a.astype(np.float64) @ b.astype(np.float64))
-    c[...] = product if bet == 0 else product + bet * c
-
-
-def test_the_transposed_cublas_call_against_a_host_model(monkeypatch):
-    """``_cublas_tn``: C = A^T B (+ C) for row blocks of ``[H | L]`` with row stride 2m, beta 0 and 1."""
+    ``cupy``, ``cupy_backends.cuda.libs`` and ``.api`` are replaced for the
+    test, so the real CuPy is not needed (nor shadowed afterwards).  The log
+    holds the pointer modes set and ``"gemm"`` for each call of ``name``, which
+    runs ``check(*args)`` first.
+    """
     import sys
     import types
 
-    from nyhopt.ops import gram16
-
+    cublas, runtime = host_module("cupy_backends/cuda/libs/cublas.py"), host_module("cupy/cuda/runtime.py")
     calls = []
-    cublas = types.SimpleNamespace(
-        CUBLAS_OP_N=0, CUBLAS_OP_T=1, CUBLAS_POINTER_MODE_HOST=0, setStream=lambda h, s: None,
-        getPointerMode=lambda h: 1, setPointerMode=lambda h, mode: calls.append(mode),
-        sgemmEx=lambda *args: (calls.append("gemm"), _host_sgemm_ex(*args)))
-    runtime = types.SimpleNamespace(CUDA_R_16F=2, CUDA_R_32F=0)
+    set_mode, gemm = cublas.setPointerMode, getattr(cublas, name)
+
+    def logged_gemm(*args):
+        calls.append("gemm")
+        if check is not None:
+            check(*args)
+        return gemm(*args)
+
+    monkeypatch.setattr(cublas, "_mode", {})  # every handle starts in device pointer mode, as cuBLAS's
+    monkeypatch.setattr(cublas, "setPointerMode", lambda h, mode: (calls.append(mode), set_mode(h, mode)))
+    monkeypatch.setattr(cublas, name, logged_gemm)
     fake_cupy = types.SimpleNamespace(
         cuda=types.SimpleNamespace(device=types.SimpleNamespace(get_cublas_handle=lambda: 7),
                                    get_current_stream=lambda: types.SimpleNamespace(ptr=0)))
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
     monkeypatch.setitem(sys.modules, "cupy_backends.cuda.api", types.SimpleNamespace(runtime=runtime))
     monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs", types.SimpleNamespace(cublas=cublas))
+    return calls
+
+
+def test_the_transposed_cublas_call_against_a_host_model(monkeypatch):
+    """``_cublas_tn``: C = A^T B (+ C) for row blocks of ``[H | L]`` with row stride 2m, beta 0 and 1.
+
+    The host model of ``SgemmEx`` sums in float32, as the device does.
+    """
+    from nyhopt.ops import gram16
+
+    calls = host_cublas(monkeypatch, "sgemmEx")
     rng = np.random.default_rng(3)
     m, rows = 23, 300
     HL = rng.random((rows, 2 * m)).astype(np.float16)

@@ -9,8 +9,7 @@ float64 on a device.
 """
 from __future__ import annotations
 
-import sys
-import types
+import ctypes
 
 import numpy as np
 import pytest
@@ -19,8 +18,9 @@ import nyhopt as nh
 from nyhopt.ops import _cupy, _reference, gram as gram_mod, gram8
 from nyhopt.ops.gram8 import BLOCK_ROWS, PAD, gram_matrix8, join_digits, split_digits
 
-from test_cuda_gram16 import KINDS, _HostArray, column_major, reference, rel
+from test_cuda_gram16 import KINDS, _HostArray, host_cublas, reference, rel
 from test_cuda_gram16 import problem as _problem
+from test_host_cupy import host_module
 
 
 def problem(kind, d, n=3001, m=37, k=3, seed=0):
@@ -123,41 +123,18 @@ def test_gram_matrix_dispatches_by_the_setting(monkeypatch):
 
 
 # ------------------------------------------- the GPU control flow and the cuBLAS call
-def _host_gemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
-                  compute, algo):
-    """cuBLAS GemmEx, column-major, int8 inputs, int32 output and scalars, on host memory."""
-    import ctypes
-
-    assert (Atype, Btype, Ctype, compute) == (3, 3, 10, 72)
-    assert lda % 4 == 0 and ldb % 4 == 0 and ldc % 4 == 0 and m % 4 == 0 and k % 4 == 0
-    view = column_major
-    ar, ac = (m, k) if transa == 0 else (k, m)
-    br, bc = (k, n) if transb == 0 else (n, k)
-    assert lda >= ar and ldb >= br and ldc >= m
-    a = view(A, np.int8, ar, ac, lda).astype(np.int64)
-    b = view(B, np.int8, br, bc, ldb).astype(np.int64)
-    a = a if transa == 0 else a.T
-    b = b if transb == 0 else b.T
-    one = np.ctypeslib.as_array((ctypes.c_int32 * 1).from_address(alpha))[0]
-    zero = np.ctypeslib.as_array((ctypes.c_int32 * 1).from_address(beta))[0]
-    assert (one, zero) == (1, 0)
-    product = a @ b
-    assert np.abs(product).max() < 2**31
-    view(C, np.int32, m, n, ldc)[...] = product
-
-
 def test_the_integer_cublas_call_against_a_host_model(monkeypatch):
-    """``_igemm_tn``: ``C = B A^T`` from int8 planes contiguous along the sum, over a padded length."""
-    calls = []
-    cublas = types.SimpleNamespace(
-        CUBLAS_OP_N=0, CUBLAS_OP_T=1, CUBLAS_POINTER_MODE_HOST=0, CUBLAS_COMPUTE_32I=72,
-        setStream=lambda h, s: None, getPointerMode=lambda h: 1, setPointerMode=lambda h, mode: calls.append(mode),
-        gemmEx=lambda *args: (calls.append("gemm"), _host_gemm_ex(*args)))
-    fake_cupy = types.SimpleNamespace(
-        cuda=types.SimpleNamespace(device=types.SimpleNamespace(get_cublas_handle=lambda: 7),
-                                   get_current_stream=lambda: types.SimpleNamespace(ptr=0)))
-    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
-    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs", types.SimpleNamespace(cublas=cublas))
+    """``_igemm_tn``: ``C = B A^T`` from int8 planes contiguous along the sum, over a padded length.
+
+    The host model of ``GemmEx`` (``tests/hostcupy``) checks the int8 types, int32 compute type and
+    output, the multiples of 4 and sums exactly; nyhopt's scalars are 1 and 0.
+    """
+    cublas = host_module("cupy_backends/cuda/libs/cublas.py")
+
+    def scalars_one_and_zero(handle, transa, transb, m, n, k, alpha, *args):
+        assert (cublas._scalar(alpha, ctypes.c_int32), cublas._scalar(args[6], ctypes.c_int32)) == (1, 0)
+
+    calls = host_cublas(monkeypatch, "gemmEx", scalars_one_and_zero)
     rng = np.random.default_rng(3)
     mp, ld = 32, 96
     D = rng.integers(-127, 128, size=(3, mp, ld)).astype(np.int8)

@@ -314,21 +314,22 @@ _RUNNERS = {"kernel_block": "run_block", "adjoint": "run_adjoint", "kernel_dot":
             "adjoint_dot": "run_adjoint_dot", "kernel_digits": "run_digits"}
 
 
+_BUILT = {}  # the emulator, built once per run (test_host_cupy.py uses it too)
+
+
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory):
-    """Path of the host build of every kernel (double, and float for two kinds)."""
+    """Path of the host build of every kernel instantiation (every source, dtype, kind and form)."""
     gxx = shutil.which("g++")
     if gxx is None:
         pytest.skip("g++ not found: the host emulation of the CUDA kernels needs a C++20 compiler")
-    names = []
-    for source in _RUNNERS:
-        names += cc.name_expressions(source, "float64")
-        names += [n for n in cc.name_expressions(source, "float32") if ", 0" in n or ", 1" in n]
+    if "exe" in _BUILT:
+        return _BUILT["exe"]
     rows = []
-    for name in names:
-        source = next(src for src in _RUNNERS if name.startswith(cc.SOURCES[src][0].split("<")[0] + "<"))
-        runner = _RUNNERS[source] + name[len(cc.SOURCES[source][0].split("<")[0]):]
-        rows.append(f'{{"{name}", {runner}}},')
+    for source in _RUNNERS:
+        stem = cc.SOURCES[source][0].split("<")[0]
+        for name in cc.name_expressions(source, "float64") + cc.name_expressions(source, "float32"):
+            rows.append(f'{{"{name}", {_RUNNERS[source] + name[len(stem):]}}},')
     code = EMULATION + cc.read_source(*_RUNNERS)
     code += (HARNESS + DISPATCH_MAIN).replace("TABLE", "\n        ".join(rows))
     folder = tmp_path_factory.mktemp("cuda_emulation")
@@ -338,6 +339,7 @@ def emulator(tmp_path_factory):
     if proc.returncode != 0 and "barrier" in proc.stderr and "No such file" in proc.stderr:
         pytest.skip("the C++ standard library has no <barrier> (C++20)")
     assert proc.returncode == 0, proc.stderr[-4000:]
+    _BUILT["exe"] = exe
     return exe
 
 

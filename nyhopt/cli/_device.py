@@ -1,12 +1,29 @@
 """``--device``: the array module of a command (NumPy, or CuPy on a usable GPU)."""
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 
 from ._common import CLIError
 
 
 DEVICES = ("auto", "cpu", "gpu")
+
+
+def prefer_precompiled_headers():
+    """Let CuPy's NVRTC compilations share precompiled headers in this process.
+
+    A cold first call on a GPU compiles dozens of CuPy kernels, each of which parses
+    CuPy's headers again; with ``CUPY_NVRTC_USE_PCH=1`` (NVRTC 12.8 or later) NVRTC
+    parses them once (docs/performance-ops.md, "The first call on a GPU").  CuPy reads
+    the variable when it is imported, so this only sets it, as a default the user's own
+    setting overrides, while CuPy is not imported yet.  The command line is a process
+    of its own; the library never sets it.
+    """
+    if "cupy" not in sys.modules:
+        os.environ.setdefault("CUPY_NVRTC_USE_PCH", "1")
 
 
 def gpu_module():
@@ -16,6 +33,8 @@ def gpu_module():
     module (``asarray``/``asnumpy``) to follow that path without a GPU.
     """
     from ..backend import cupy_or_none, gpu_available
+
+    prefer_precompiled_headers()
 
     return cupy_or_none() if gpu_available() else None
 

@@ -64,7 +64,7 @@ def _kmv(kind, X, ell, Zt, Vt, out, nch, c0, c1):
 
 @_ChunkLoop
 def _kmtv(kind, X, ell, Zt, U, acc, nch, c0, c1):
-    n, m, nu = X.shape[0], Zt.shape[1], U.shape[1]
+    n, m = X.shape[0], Zt.shape[1]
     for c in prange(c0, c1):
         lo, hi = _chunk(c, nch, n)
         s0, s1, s2, s3 = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
@@ -76,7 +76,7 @@ def _kmtv(kind, X, ell, Zt, U, acc, nch, c0, c1):
 
 @_ChunkLoop
 def _normal(kind, X, ell, Zt, Vt, U, acc, accu, kv, nch, c0, c1):
-    n, m, nv, nu = X.shape[0], Zt.shape[1], Vt.shape[0], U.shape[1]
+    n, m, nv = X.shape[0], Zt.shape[1], Vt.shape[0]
     store = kv.shape[0] > 0
     for c in prange(c0, c1):
         lo, hi = _chunk(c, nch, n)
@@ -119,7 +119,7 @@ def _adjoint_dense(kind, X, ell, Zt, G, az, ae, gx, need_z, need_x, nch, c0, c1)
 
 @_ChunkLoop
 def _adjoint_lowrank(kind, X, ell, Zt, P, Qt, az, ae, gx, need_z, need_x, nch, c0, c1):
-    n, m, r = X.shape[0], Zt.shape[1], P.shape[1]
+    n, m = X.shape[0], Zt.shape[1]
     for c in prange(c0, c1):
         lo, hi = _chunk(c, nch, n)
         w = np.empty(m)

@@ -62,20 +62,39 @@ def _wrap(x):
     return x
 
 
+def _basic_index(key):
+    """True for an index of integers, slices, ``None`` and ``...`` only (a view, no gather or scatter)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    return all(k is None or k is Ellipsis or isinstance(k, (slice, numbers.Integral)) for k in keys)
+
+
+def _check_fill(value):
+    """As CuPy's ``fill``: a NumPy array that is not 0-d is a ``ValueError``."""
+    if isinstance(value, _np.ndarray) and value.ndim > 0:
+        raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
+
+
 def _unwrap_kwargs(kwargs, strict=True):
     return {k: _unwrap(v, strict) for k, v in kwargs.items()}
+
+
+def _call(fn, args, kwargs):
+    """``fn(*args, **kwargs)`` on the NumPy arrays behind device arrays; the result wrapped or written to ``out``."""
+    out = kwargs.pop("out", None)
+    if out is not None and not isinstance(out, ndarray):
+        raise TypeError(_MIXING)
+    result = fn(*_unwrap(args), **_unwrap_kwargs(kwargs))
+    if out is not None:
+        out._a[...] = result
+        return out
+    return _wrap(result)
 
 
 def _device_function(fn, name=None):
     """``fn`` (a NumPy function) on device arrays: NumPy arrays in the arguments raise."""
 
     def call(*args, **kwargs):
-        out = kwargs.pop("out", None)
-        result = fn(*_unwrap(args), **_unwrap_kwargs(kwargs))
-        if out is not None:
-            out._a[...] = result
-            return out
-        return _wrap(result)
+        return _call(fn, args, kwargs)
 
     call.__name__ = name or getattr(fn, "__name__", "function")
     call.__doc__ = f"Host CuPy version of numpy.{call.__name__}."
@@ -104,11 +123,13 @@ class ndarray:
         if memptr is not None or strides is not None:
             raise NotImplementedError("host CuPy: ndarray(memptr=, strides=) is not modelled")
         self._a = _np.empty(shape, dtype=dtype, order=order)
+        cuda.memory.track(self._a)
 
     @classmethod
     def _of(cls, a):
         obj = object.__new__(cls)
         obj._a = a
+        cuda.memory.track(a)
         return obj
 
     # -- NumPy interop: explicit only
@@ -127,12 +148,7 @@ class ndarray:
 
     def __array_function__(self, func, types, args, kwargs):
         # numpy.f(device array) runs CuPy's f, as with CuPy's __array_function__
-        out = kwargs.pop("out", None)
-        result = func(*_unwrap(args), **_unwrap_kwargs(kwargs))
-        if out is not None:
-            out._a[...] = result
-            return out
-        return _wrap(result)
+        return _call(func, args, dict(kwargs))
 
     def __dlpack__(self, **kwargs):
         raise TypeError("host CuPy arrays cannot be exported through DLPack")
@@ -171,6 +187,8 @@ class ndarray:
         return _wrap(self._a[_unwrap(key, strict=False)])
 
     def __setitem__(self, key, value):
+        if _basic_index(key):  # CuPy fills a basic-index view with a value that is not a device array
+            _check_fill(value)
         self._a[_unwrap(key, strict=False)] = _unwrap(value)
 
     def __bool__(self):
@@ -223,6 +241,7 @@ class ndarray:
         return ndarray._of(self._a.view() if dtype is None else self._a.view(dtype))
 
     def fill(self, value):
+        _check_fill(value)
         self._a.fill(_unwrap(value))
 
     def reshape(self, *shape, order="C"):
@@ -255,20 +274,29 @@ class ndarray:
 
 def _method(name):
     def method(self, *args, **kwargs):
-        out = kwargs.pop("out", None)
-        result = getattr(self._a, name)(*_unwrap(args), **_unwrap_kwargs(kwargs))
-        if out is not None:
-            out._a[...] = result
-            return out
-        return _wrap(result)
+        return _call(getattr(self._a, name), args, kwargs)
 
     method.__name__ = name
     return method
 
 
 for _name in ("sum", "mean", "max", "min", "argmax", "argmin", "std", "var", "prod", "any", "all", "dot",
-              "cumsum", "clip", "round", "nonzero", "trace", "argsort", "sort", "take", "repeat"):
+              "cumsum", "clip", "round", "nonzero", "trace", "argsort", "sort", "repeat"):
     setattr(ndarray, _name, _method(_name))
+
+
+def take(a, indices, axis=None, out=None):
+    """As ``cupy.take``: the indices may be host data (CuPy copies them to the device), ``a`` may not."""
+    if not isinstance(a, ndarray):
+        raise TypeError(_MIXING)
+    result = _np.take(a._a, _unwrap(indices, strict=False), axis=axis)
+    if out is not None:
+        out._a[...] = result
+        return out
+    return ndarray._of(result)
+
+
+ndarray.take = lambda self, indices, axis=None, out=None: take(self, indices, axis, out)
 
 
 def _operator(name):
@@ -401,17 +429,3 @@ def __getattr__(name):
 from . import cuda, linalg, random  # noqa: E402
 from ._kernels import ElementwiseKernel, RawKernel, RawModule  # noqa: E402
 from .cuda import get_default_memory_pool, get_default_pinned_memory_pool  # noqa: E402
-
-
-# ---------------------------------------------- additions (GPU-path audit)
-def _take(a, indices, axis=None, out=None):
-    """``cupy.take``: host (NumPy) indices are accepted, as CuPy's ``_take`` copies them to the device."""
-    result = _np.take(_unwrap(a), _unwrap(indices, strict=False), axis=axis)
-    if out is not None:
-        out._a[...] = result
-        return out
-    return _wrap(result)
-
-
-take = _take
-ndarray.take = lambda self, indices, axis=None, out=None: _take(self, indices, axis, out)

@@ -13,7 +13,9 @@ argument order gives wrong numbers here too.
 The grid and block are checked the way CUDA checks them (at most 1024
 threads per block, grid y and z at most 65535, shared memory at most 48 KiB
 without opting in) and must cover the work as the kernel's launch comment
-says; the thread layout itself is not modelled.
+says; ``nh_adjoint``, written for blocks of exactly (32, 8) threads, needs
+those and its (32 d + d) doubles of dynamic shared memory.  The thread
+layout itself is not modelled.
 """
 from __future__ import annotations
 
@@ -184,7 +186,7 @@ def _adjoint(T, kind, lowrank, args):
                                             + W.sum(0) @ Z64**2)
     if wanted & 4:  # sum_j W_ij (X_ik - Z_jk)
         _flat(gx, np.float64, n * d).reshape(n, d)[...] += W.sum(1)[:, None] * X64 - W @ Z64
-    return m, (n + 31) // 32 * 32
+    return m, (n + 31) // 32 * 32, 33 * d * 8  # its layout: (32, 8) threads, (32 d + d) doubles shared
 
 
 def _adjoint_dot(T, kind, args):
@@ -232,9 +234,14 @@ def _check_launch(name, grid, block, shared_mem, covered):
         raise ValueError(f"{name}: grid {grid} exceeds 65535 in y or z")
     if int(shared_mem) > 48 * 1024:
         raise ValueError(f"{name}: {shared_mem} bytes of dynamic shared memory (at most 48 KiB)")
-    x_work, _ = covered
+    x_work = covered[0]
     if grid[0] * block[0] < x_work:
         raise ValueError(f"{name}: grid x ({grid[0]} blocks of {block[0]}) does not cover {x_work} columns")
+    if len(covered) > 2:  # a kernel written for blocks of exactly (32, 8) threads, with shared memory
+        if block != (32, 8, 1):
+            raise ValueError(f"{name}: its layout needs blocks of (32, 8) threads, got {block}")
+        if int(shared_mem) < covered[2]:
+            raise ValueError(f"{name}: needs {covered[2]} bytes of dynamic shared memory, got {shared_mem}")
 
 
 class _Launcher:

@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import time
 
-from . import device, runtime  # noqa: F401
-
-#: What the stand-in reports as the device's memory (bytes).
-TOTAL_MEMORY = 80 * 2**30
+from . import compiler, device, memory, memory_hook, runtime  # noqa: F401
+from .memory import MemoryPool, OutOfMemoryError, PinnedMemoryPool  # noqa: F401
+from .memory_hook import MemoryHook  # noqa: F401
 
 
 class Device:
@@ -104,38 +103,6 @@ class Event:
 def get_elapsed_time(start, end):
     """Milliseconds between two recorded events."""
     return 1e3 * (end.t - start.t)
-
-
-class MemoryPool:
-    """Counts nothing: host memory is NumPy's."""
-
-    def __init__(self):
-        self._limit = 0
-
-    def used_bytes(self):
-        return 0
-
-    def total_bytes(self):
-        return 0
-
-    def free_bytes(self):
-        return 0
-
-    def free_all_blocks(self, stream=None):
-        return None
-
-    def n_free_blocks(self):
-        return 0
-
-    def set_limit(self, size=None, fraction=None):
-        self._limit = int(size or 0)
-
-    def get_limit(self):
-        return self._limit
-
-
-class PinnedMemoryPool(MemoryPool):
-    pass
 
 
 _POOL, _PINNED = MemoryPool(), PinnedMemoryPool()

@@ -23,16 +23,17 @@ def setDevice(device):
 
 
 def getDeviceProperties(device):
-    from . import TOTAL_MEMORY
+    from . import memory
 
-    return {"name": b"host CuPy (no GPU)", "totalGlobalMem": TOTAL_MEMORY, "multiProcessorCount": 132,
+    return {"name": b"host CuPy (no GPU)", "totalGlobalMem": memory.TOTAL_MEMORY, "multiProcessorCount": 132,
             "major": 9, "minor": 0, "sharedMemPerBlock": 48 * 1024, "warpSize": 32}
 
 
 def memGetInfo():
-    from . import TOTAL_MEMORY
+    """(free, total): the device's memory less what device arrays hold now."""
+    from . import memory
 
-    return (TOTAL_MEMORY // 2, TOTAL_MEMORY)
+    return (max(memory.TOTAL_MEMORY - memory.used_bytes(), 0), memory.TOTAL_MEMORY)
 
 
 def deviceSynchronize():

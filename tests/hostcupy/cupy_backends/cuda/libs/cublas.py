@@ -18,6 +18,7 @@ CUBLAS_OP_N, CUBLAS_OP_T, CUBLAS_OP_C = 0, 1, 2
 CUBLAS_POINTER_MODE_HOST, CUBLAS_POINTER_MODE_DEVICE = 0, 1
 CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32I, CUBLAS_COMPUTE_64F = 68, 72, 70
 CUBLAS_GEMM_DEFAULT, CUBLAS_GEMM_DEFAULT_TENSOR_OP = -1, 99
+_OPS = (CUBLAS_OP_N, CUBLAS_OP_T, CUBLAS_OP_C)
 _TYPES = {2: np.float16, 0: np.float32, 1: np.float64, 3: np.int8, 10: np.int32}
 _mode = {}
 
@@ -52,6 +53,8 @@ def _scalar(ptr, ctype):
 
 
 def _operands(transa, transb, m, n, k, A, Atype, lda, B, Btype, ldb, ldc):
+    if min(m, n, k) < 0 or transa not in _OPS or transb not in _OPS:
+        raise CUBLASError("CUBLAS_STATUS_INVALID_VALUE: a negative size or an unknown operation")
     ar, ac = (m, k) if transa == CUBLAS_OP_N else (k, m)
     br, bc = (k, n) if transb == CUBLAS_OP_N else (n, k)
     if lda < max(1, ar) or ldb < max(1, br) or ldc < max(1, m):
@@ -84,6 +87,8 @@ def gemmEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb,
     _check_mode(handle)
     if (Atype, Btype, Ctype, computeType) != (3, 3, 10, CUBLAS_COMPUTE_32I):
         raise CUBLASError("host CuPy models GemmEx for int8 inputs and int32 output only")
+    if not (algo == CUBLAS_GEMM_DEFAULT or 0 <= algo <= 23 or CUBLAS_GEMM_DEFAULT_TENSOR_OP <= algo <= 115):
+        raise CUBLASError(f"CUBLAS_STATUS_INVALID_VALUE: no cublasGemmAlgo_t {algo}")
     if lda % 4 or ldb % 4 or ldc % 4 or m % 4 or k % 4:
         raise CUBLASError("CUBLAS_STATUS_NOT_SUPPORTED: int8 GemmEx needs multiples of 4")
     a, b = _operands(transa, transb, m, n, k, A, Atype, lda, B, Btype, ldb, ldc)
