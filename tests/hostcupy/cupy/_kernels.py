@@ -61,9 +61,17 @@ def _extent(a):
     return root.ctypes.data, root.ctypes.data + root.nbytes
 
 
-def _int(v):
+def _int(v, ctype=np.int32):
+    """A scalar argument of C type ``int`` (``np.int32``) or ``long long`` (``np.int64``), as the device reads it.
+
+    CuPy passes a Python ``int`` as 64 bits: given for an ``int`` parameter it would shift every
+    argument after it, so only NumPy integers of the declared width are accepted.
+    """
     if hasattr(v, "_a") or isinstance(v, np.ndarray):
         raise TypeError("a scalar kernel argument must be a host number, not a device array")
+    if type(v) is not ctype:
+        raise TypeError(f"a kernel argument of C type {'int' if ctype is np.int32 else 'long long'} must be "
+                        f"{ctype.__name__}, got {type(v).__name__}")
     return int(v)
 
 
@@ -155,7 +163,7 @@ def _digits3(k):
 
 def _kernel_digits(T, kind, form, args):
     kt, xn, zn, digits, b, m, ld, plane = args
-    b, m, ld, plane = _int(b), _int(m), _int(ld), _int(plane)
+    b, m, ld, plane = _int(b), _int(m), _int(ld), _int(plane, np.int64)
     values = _flat(kt, T, m * b).reshape(m, b)
     if form == 0:
         k = profile(_clamped(_flat(zn, T, m), _flat(xn, T, b), values), kind)
