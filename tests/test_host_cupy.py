@@ -364,6 +364,9 @@ def test_launches_are_checked_as_cuda_checks_them():
         kind_block((2, 1), BLOCK, (X, Zt, np.zeros((B + 1, M))[1:], i32(B + 1), i32(M), i32(D)))
     with pytest.raises(TypeError, match="scalar"):
         kind_block((2, 1), BLOCK, (X, Zt, out, np.array(B), i32(M), i32(D)))
+    for wrong in (B, np.int64(B)):  # CuPy passes a Python int as 64 bits: every later argument would shift
+        with pytest.raises(TypeError, match="C type int must be int32"):
+            kind_block((2, 1), BLOCK, (X, Zt, out, wrong, i32(M), i32(D)))
     with pytest.raises(TypeError, match="pointer"):
         kind_block((2, 1), BLOCK, (X.tolist(), Zt, out, i32(B), i32(M), i32(D)))
     adjoint = kernels._Launcher("nh_adjoint<double, 0, false>")
