@@ -16,10 +16,11 @@ from ..backend import get_namespace, to_numpy
 __all__ = ["prepare_block", "block_normal", "block_gram", "block_kmtv", "block_kmv", "block_moments",
            "block_scale_targets", "block_with_probes", "block_u_pass", "block_adjoint", "block_sq_residuals",
            "block_rows", "block_with_ones", "block_intercept_stats", "target_columns",
-           "standardize_columns", "take"]
+           "standardize_columns", "take", "host64"]
 
 
-def _host64(a):
+def host64(a):
+    """A block's result (NumPy, or CuPy for CuPy chunks) as a float64 NumPy array."""
     return np.asarray(to_numpy(a), dtype=np.float64)
 
 
@@ -45,7 +46,7 @@ def block_normal(block, shared, V, use_y, kv):
     """Partial ``(K^T K V, K^T Y or None)`` of one block, plus ``K V`` (kept on the worker) when ``kv``."""
     X, Y, xp, kernel, Z = _local(block, shared)
     res = ops.normal_matvec(kernel, X, Z, xp.asarray(V, dtype=X.dtype), Y if use_y else None, kv=kv)
-    partial = (_host64(res[0]), _host64(res[1]) if use_y else None)
+    partial = (host64(res[0]), host64(res[1]) if use_y else None)
     return (partial, res[2]) if kv else partial
 
 
@@ -58,15 +59,15 @@ def block_gram(block, shared, use_y):
     X, Y, xp, kernel, Z = _local(block, shared)
     G, KtY = _gram.gram_matrix(kernel, X, Z, Y if use_y else None)
     if not use_y:
-        return (_host64(G), None, None, None)
+        return (host64(G), None, None, None)
     ww, wlast = target_sums(Y, xp, cross=True)
-    return (_host64(G), _host64(KtY), _host64(ww), _host64(wlast))
+    return (host64(G), host64(KtY), host64(ww), host64(wlast))
 
 
 def block_kmtv(block, shared, U=None):
     """Partial ``(K^T U,)`` of one block; ``U`` is the block's targets when None."""
     X, Y, xp, kernel, Z = _local(block, shared)
-    return (_host64(ops.kmtv(kernel, X, Z, Y if U is None else U)),)
+    return (host64(ops.kmtv(kernel, X, Z, Y if U is None else U)),)
 
 
 def block_kmv(block, shared, V):
@@ -78,7 +79,7 @@ def block_kmv(block, shared, V):
 def block_moments(block, center):
     """Partial ``(sum (Y - center), sum (Y - center)^2)`` per target column, float64."""
     Y = block[1].astype(np.float64) - get_namespace(block[1]).asarray(center)
-    return (_host64(Y.sum(axis=0)), _host64((Y * Y).sum(axis=0)))
+    return (host64(Y.sum(axis=0)), host64((Y * Y).sum(axis=0)))
 
 
 def block_scale_targets(block, mean, scale):
@@ -122,10 +123,10 @@ def block_u_pass(block, shared, a, normal, plain, cross=False):
     KtKa = KtW = None
     if normal:
         KtKa, KtW, u = ops.normal_matvec(kernel, X, Z, V, W, kv=True)
-        KtKa, KtW = _host64(KtKa), _host64(KtW)
+        KtKa, KtW = host64(KtKa), host64(KtW)
     else:
         u = ops.kmv(kernel, X, Z, V)
-    stats = tuple(None if s is None else _host64(s) for s in column_stats(W, u, xp, plain, cross))
+    stats = tuple(None if s is None else host64(s) for s in column_stats(W, u, xp, plain, cross))
     return (KtKa, KtW) + stats, u
 
 
@@ -143,13 +144,13 @@ def block_adjoint(block, shared, beta, a, wrt, u):
         a64 = xp.asarray(a, dtype=np.float64)
         kg = ops.adjoint_residual(kernel, X, Z, (2.0 * scale(W.astype(np.float64))).astype(X.dtype),
                                   (2.0 * scale(a64)).astype(X.dtype), xp.asarray(a, dtype=X.dtype), wrt=wrt)
-        return (None if kg.lengthscale is None else _host64(kg.lengthscale),
-                None if kg.centers is None else _host64(kg.centers))
+        return (None if kg.lengthscale is None else host64(kg.lengthscale),
+                None if kg.centers is None else host64(kg.centers))
     R2 = 2.0 * (W.astype(np.float64) - u.astype(np.float64))
     P = scale(R2)
     kg = ops.adjoint_lowrank(kernel, X, Z, P.astype(X.dtype), xp.asarray(a, dtype=X.dtype), wrt=wrt)
-    return (None if kg.lengthscale is None else _host64(kg.lengthscale),
-            None if kg.centers is None else _host64(kg.centers))
+    return (None if kg.lengthscale is None else host64(kg.lengthscale),
+            None if kg.centers is None else host64(kg.centers))
 
 
 def block_sq_residuals(block, shared, alpha):
@@ -158,7 +159,7 @@ def block_sq_residuals(block, shared, alpha):
     k = alpha.shape[1]
     F = ops.kmv(kernel, X, Z, xp.asarray(alpha, dtype=X.dtype))
     R = (F - W[:, W.shape[1] - k:]).astype(np.float64)
-    return (_host64((R * R).sum(axis=0)),)
+    return (host64((R * R).sum(axis=0)),)
 
 
 def block_with_ones(block):
@@ -172,7 +173,7 @@ def block_intercept_stats(block, shared, alpha):
     """Partial ``(R^T r_1,)`` float64 (p + 1,) with ``R = [Y | 1] - K alpha`` (the last column is ``r_1``)."""
     X, W, xp, kernel, Z = _local(block, shared)
     R = (W - ops.kmv(kernel, X, Z, xp.asarray(alpha, dtype=X.dtype))).astype(np.float64)
-    return (_host64(R.T @ R[:, -1]),)
+    return (host64(R.T @ R[:, -1]),)
 
 
 def block_rows(block, local):

@@ -25,7 +25,6 @@ from typing import NamedTuple
 import dask.array as da
 import numpy as np
 
-from ..backend import to_numpy
 from ..kernels import Kernel, make_kernel
 from ..params import Params
 from ..optim._targets import TargetEncoding
@@ -81,17 +80,12 @@ def _resolve_task(y, task, client):
 def _encode(y, dtype, client):
     """Standardized targets (a lazy dask array, n x p) with moments from one Dask reduction."""
     Y = (y[:, None] if y.ndim == 1 else y).astype(np.float64)
-    mean, var = (_host64(v) for v in client.compute([Y.mean(axis=0), Y.var(axis=0)], sync=True))
+    mean, var = (_blocks.host64(v) for v in client.compute([Y.mean(axis=0), Y.var(axis=0)], sync=True))
     std = np.sqrt(var)
     if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std))):
         raise ValueError("y contains NaN or infinity (or values whose variance overflows float64)")
     scale = np.where(std > 0, std, 1.0)
     return TargetEncoding("regression", _standardized(Y, mean, scale, dtype), y.ndim == 1, mean, scale, None)
-
-
-def _host64(a):
-    """A computed moment (NumPy, or CuPy for CuPy chunks) as a float64 NumPy array."""
-    return np.asarray(to_numpy(a), dtype=np.float64)
 
 
 def _standardized(A, mean, scale, dtype):
@@ -215,7 +209,7 @@ def dask_standardization(X, client=None):
     client = resolve_client(client)
     _check_dask_matrix(X)
     X64 = X.astype(np.float64)
-    mean, var = (_host64(v) for v in client.compute([X64.mean(axis=0), X64.var(axis=0)], sync=True))
+    mean, var = (_blocks.host64(v) for v in client.compute([X64.mean(axis=0), X64.var(axis=0)], sync=True))
     std = np.sqrt(var)
     if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std))):
         raise ValueError("X contains NaN or infinity (or values whose variance overflows float64)")
