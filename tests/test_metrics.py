@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -70,7 +71,7 @@ def test_tune_reports_validation_scores():
     assert nh.tune(X, y > 0, centers=15, epochs=2, validation=0.25, progress=False).validation_scores is None
 
 
-def test_cli_predict_std(tmp_path):
+def test_cli_predict_std(tmp_path, capsys):
     from nyhopt.cli import main
 
     X, y = data()
@@ -80,7 +81,11 @@ def test_cli_predict_std(tmp_path):
     assert main(["tune", str(path), "--target", "t", "--objective", "sgpr", "--centers", "10", "--epochs", "3",
                  "--validation", "0.25", "--out", str(model), "--quiet"]) == 0
     out = tmp_path / "p.csv"
-    assert main(["predict", str(model), str(path), "--out", str(out), "--std"]) == 0
+    capsys.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")  # a warning already shown at this line in the run is shown again
+        assert main(["predict", str(model), str(path), "--out", str(out), "--std"]) == 0
+    assert "feature names" not in capsys.readouterr().err  # columns are matched by name, as without --std
     with open(out) as f:
         rows = list(csv.reader(f))
     assert rows[0] == ["t", "t_std"] and len(rows) == 241

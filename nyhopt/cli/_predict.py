@@ -44,7 +44,7 @@ def cmd_predict(args) -> int:
     model = model_to(model, xp)
     std = None
     if args.std:
-        pred, std = (to_host(a, xp) for a in model.predict(xp.asarray(X), return_std=True))
+        pred, std = predict_on(model, xp.asarray(X), xp, return_std=True)
     else:
         pred = predict_on(model, xp.asarray(X), xp)
     target = str(meta.get("target_name", "prediction")) or "prediction"
@@ -78,8 +78,9 @@ def cmd_predict(args) -> int:
     return 0
 
 
-def predict_on(model, X, xp):
-    """``model.predict(X)`` as a NumPy array; classes are looked up on the host.
+def predict_on(model, X, xp, return_std=False):
+    """``model.predict(X)`` as a NumPy array (with ``return_std``, the pair ``(mean, std)``); classes are
+    looked up on the host.
 
     ``X`` holds the model's columns in its order (chosen by name by the caller), so the model's
     ``feature_names_in_`` is not checked against an array without names.
@@ -87,6 +88,8 @@ def predict_on(model, X, xp):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="X does not have valid feature names", category=UserWarning)
         with compile_notice():
+            if return_std:
+                return tuple(to_host(a, xp) for a in model.predict(X, return_std=True))
             return predict_array(model, X, xp)
 
 
