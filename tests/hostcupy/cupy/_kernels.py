@@ -207,11 +207,11 @@ def _adjoint_dot(T, kind, args):
 
 
 _KERNELS = {
-    "nh_kernel_block": (2, lambda T, K, F, a: _kernel_block(T, K, a), ("x", "y")),
-    "nh_kernel_dot": (3, lambda T, K, F, a: _kernel_dot(T, K, F, a), ("x", "y")),
-    "nh_kernel_digits": (3, lambda T, K, F, a: _kernel_digits(T, K, F, a), ("x", "y")),
-    "nh_adjoint": (3, lambda T, K, F, a: _adjoint(T, K, F, a), ("x", None)),
-    "nh_adjoint_dot": (2, lambda T, K, F, a: _adjoint_dot(T, K, a), ("x", "y")),
+    "nh_kernel_block": (2, lambda T, K, F, a: _kernel_block(T, K, a)),
+    "nh_kernel_dot": (3, lambda T, K, F, a: _kernel_dot(T, K, F, a)),
+    "nh_kernel_digits": (3, lambda T, K, F, a: _kernel_digits(T, K, F, a)),
+    "nh_adjoint": (3, lambda T, K, F, a: _adjoint(T, K, F, a)),
+    "nh_adjoint_dot": (2, lambda T, K, F, a: _adjoint_dot(T, K, a)),
 }
 
 
