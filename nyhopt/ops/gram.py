@@ -46,7 +46,8 @@ from .._config import block_rows
 from .._parallel import sum_ranges
 from .._threads import cpu_threads
 from ..backend import is_cupy_namespace
-from . import _operand, _prepare, kernel_matrix
+from . import _operand, _prepare
+from ._blocks import KernelBlocks
 
 __all__ = ["gram_matrix", "block_gram", "tensor_core_route", "TENSOR_CORES"]
 
@@ -134,10 +135,11 @@ def gram_matrix(kernel, X, Z, U=None):
     G = xp.zeros((m, m), dtype=xp.float64)
     KtU = None if U2 is None else xp.zeros((m, k), dtype=xp.float64)
     b = block_rows(n, m, X.dtype.itemsize, n_temps=1, per_row=k)
+    blocks = KernelBlocks(kernel, X, Z, checked=True)  # validated above: no checks per block
     with cpu_threads("pool", xp):
         for lo in range(0, n, b):
             hi = min(n, lo + b)
-            g, ku = block_gram(kernel_matrix(kernel, X[lo:hi], Z), None if U2 is None else U2[lo:hi], xp)
+            g, ku = block_gram(blocks.rows(lo, hi), None if U2 is None else U2[lo:hi], xp)
             G += g
             if KtU is not None:
                 KtU += ku
