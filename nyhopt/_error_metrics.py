@@ -14,7 +14,7 @@ def _as_real_array(a, name):
     from .backend import to_numpy
 
     try:
-        arr = np.asarray(to_numpy(a))
+        arr = to_numpy(a)
     except Exception as exc:
         raise TypeError(f"{name} must be array-like of real numbers") from exc
     if arr.dtype.kind not in "biuf":

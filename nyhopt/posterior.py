@@ -119,7 +119,7 @@ def amplitude_from_fit(yy, AY, C, n_lam, n, xp, YtY=None):
         F = yy - float(xp.sum(CiAY * CiAY))
     else:
         Q = CiAY.T @ CiAY
-        M = np.asarray(YtY, dtype=np.float64) - np.asarray(to_numpy(Q), dtype=np.float64)
+        M = np.asarray(YtY, dtype=np.float64) - to_numpy(Q, dtype=np.float64)
         p = M.shape[0] - 1
         F = float(np.sum(np.diag(M)[:p]) - np.sum(M[:p, p] ** 2) / M[p, p]) if M[p, p] > 0 else 0.0
     return max(F, 0.0) / (n * p * n_lam)
@@ -128,7 +128,7 @@ def amplitude_from_fit(yy, AY, C, n_lam, n, xp, YtY=None):
 def target_gram(Y, xp):
     """:math:`Y^TY` of targets ``Y`` (n,) or (n, p) in float64, a NumPy array (p, p)."""
     Y64 = Y.reshape(Y.shape[0], -1).astype(xp.float64, copy=False)
-    return np.asarray(to_numpy(Y64.T @ Y64), dtype=np.float64)
+    return to_numpy(Y64.T @ Y64, dtype=np.float64)
 
 
 def _check_amplitude(amplitude):
@@ -217,7 +217,7 @@ def block_whitened(block, shared):
     kernel, Z, Lt = shared
     xp = get_namespace(X)
     S, AY, yy = whitened_moments(kernel, X, xp.asarray(Z, dtype=X.dtype), Y, xp.asarray(Lt), xp)
-    return (np.asarray(to_numpy(S)), np.asarray(to_numpy(AY)), np.array([yy]), target_gram(Y, xp))
+    return (to_numpy(S), to_numpy(AY), np.array([yy]), target_gram(Y, xp))
 
 
 def _whiten(Kt, vm, xp):
