@@ -160,4 +160,4 @@ def kernel_operator(kernel, X, Z, Y=None, *, cache="auto", gram="auto", others=(
     xp = get_namespace(X, Z, Y, *others)
     X = check_matrix(X, "X", xp)
     Z = check_matrix(Z, "Z", xp, dtype=X.dtype, n_features=X.shape[1])
-    return KernelOperator(kernel, X, Z, cache=cache, gram=gram), Y
+    return KernelOperator(kernel, X, Z, cache=cache, gram=gram, checked=True), Y

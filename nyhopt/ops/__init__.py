@@ -166,6 +166,11 @@ def _kernel_block(kernel, X, Z, ell, xp, *, symmetric=False, out=None, copy=None
     return out
 
 
+def _gpu_dot(xp, dot):
+    """The keyword that hands a GPU implementation the loop's overflow bound (:func:`nyhopt.ops._blocks.dot_safe`)."""
+    return {"dot": dot} if dot is not None and is_cupy_namespace(xp) else {}
+
+
 def kmv(kernel, X, Z, V):
     """``k(X, Z) @ V`` block by block.
 
@@ -181,21 +186,38 @@ def kmv(kernel, X, Z, V):
     array (n, k) (or (n,) when V is 1-D), dtype of X.
     """
     xp, X, Z, ell = _prepare(kernel, X, Z, (V, "V"))
+    return _kmv(kernel, X, Z, V, ell, xp)
+
+
+def _kmv(kernel, X, Z, V, ell, xp, dot=None):
+    """:func:`kmv` of ``X``, ``Z`` that are valid already (as :func:`_prepare` returns them): no checks.
+
+    The products of one solve (:class:`nyhopt.ops.operator.KernelOperator`)
+    check ``X`` and ``Z`` once and call the unchecked forms :func:`_kmv`,
+    :func:`_kmtv`, :func:`_normal_matvec`, :func:`_adjoint_lowrank` and
+    :func:`_adjoint_residual` at every iteration: on a GPU each check is a
+    host synchronization.  ``dot``: as for :func:`_kernel_block`.
+    """
     V2 = _operand(V, "V", Z.shape[0], X.dtype, xp)
     impl = _module("kmv", xp)
     n, m = X.shape[0], Z.shape[0]
     if _split_rows(xp, n, m):
         out = np.concatenate(map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, V2, ell, xp), n, min_rows(m)))
     else:
-        out = impl(kernel, X, Z, V2, ell, xp)
+        out = impl(kernel, X, Z, V2, ell, xp, **_gpu_dot(xp, dot))
     return out[:, 0] if xp.asarray(V).ndim == 1 else out
 
 
 def kmtv(kernel, X, Z, U):
     """``k(X, Z).T @ U`` block by block; U (n,) or (n, k), result (m,) or (m, k)."""
     xp, X, Z, ell = _prepare(kernel, X, Z, (U, "U"))
+    return _kmtv(kernel, X, Z, U, ell, xp)
+
+
+def _kmtv(kernel, X, Z, U, ell, xp, dot=None):
+    """:func:`kmtv` of arrays that are valid already (see :func:`_kmv`)."""
     U2 = _operand(U, "U", X.shape[0], X.dtype, xp)
-    out = _module("kmtv", xp)(kernel, X, Z, U2, ell, xp)
+    out = _module("kmtv", xp)(kernel, X, Z, U2, ell, xp, **_gpu_dot(xp, dot))
     return out[:, 0] if xp.asarray(U).ndim == 1 else out
 
 
@@ -214,11 +236,17 @@ def normal_matvec(kernel, X, Z, V, U=None, *, kv=False):
     (KtKV, KtU) or (KtKV, KtU, KV) : arrays (m, k), (m, k') or None, and (n, k).
     """
     xp, X, Z, ell = _prepare(kernel, X, Z, (V, "V"), (U, "U"))
+    return _normal_matvec(kernel, X, Z, V, ell, xp, U, kv=kv)
+
+
+def _normal_matvec(kernel, X, Z, V, ell, xp, U=None, *, kv=False, dot=None):
+    """:func:`normal_matvec` of arrays that are valid already (see :func:`_kmv`)."""
     V2 = _operand(V, "V", Z.shape[0], X.dtype, xp)
     U2 = None if U is None else _operand(U, "U", X.shape[0], X.dtype, xp)
+    extra = _gpu_dot(xp, dot)
     if kv:
-        return _module("normal_matvec", xp)(kernel, X, Z, V2, ell, xp, U=U2, kv=True)
-    return _module("normal_matvec", xp)(kernel, X, Z, V2, ell, xp, U=U2)
+        return _module("normal_matvec", xp)(kernel, X, Z, V2, ell, xp, U=U2, kv=True, **extra)
+    return _module("normal_matvec", xp)(kernel, X, Z, V2, ell, xp, U=U2, **extra)
 
 
 def adjoint_dense(kernel, X, Z, G, wrt=("lengthscale", "centers")):
@@ -247,6 +275,11 @@ def adjoint_lowrank(kernel, X, Z, P, Q, wrt=("lengthscale", "centers")):
     Q : array (m, k)
     """
     xp, X, Z, ell = _prepare(kernel, X, Z, (P, "P"), (Q, "Q"))
+    return _adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt)
+
+
+def _adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=("lengthscale", "centers")):
+    """:func:`adjoint_lowrank` of ``X``, ``Z`` that are valid already (see :func:`_kmv`)."""
     P2 = _operand(P, "P", X.shape[0], X.dtype, xp)
     Q2 = _operand(Q, "Q", Z.shape[0], X.dtype, xp)
     if P2.shape[1] != Q2.shape[1]:
@@ -279,6 +312,11 @@ def adjoint_residual(kernel, X, Z, P0, B, Q, wrt=("lengthscale", "centers")):
         float64, as :func:`adjoint_lowrank` of the explicit ``P``.
     """
     xp, X, Z, ell = _prepare(kernel, X, Z, (P0, "P0"), (B, "B"), (Q, "Q"))
+    return _adjoint_residual(kernel, X, Z, P0, B, Q, ell, xp, wrt)
+
+
+def _adjoint_residual(kernel, X, Z, P0, B, Q, ell, xp, wrt=("lengthscale", "centers"), dot=None):
+    """:func:`adjoint_residual` of ``X``, ``Z`` that are valid already (see :func:`_kmv`)."""
     P2 = _operand(P0, "P0", X.shape[0], X.dtype, xp)
     B2 = _operand(B, "B", Z.shape[0], X.dtype, xp)
     Q2 = _operand(Q, "Q", Z.shape[0], X.dtype, xp)
@@ -290,7 +328,7 @@ def adjoint_residual(kernel, X, Z, P0, B, Q, wrt=("lengthscale", "centers")):
     if _split_rows(xp, n, m):
         return _sum_grads(map_ranges(lambda lo, hi: impl(kernel, X[lo:hi], Z, P2[lo:hi], B2, Q2, ell, xp,
                                                          wrt=tuple(wrt)), n, min_rows(m)))
-    return impl(kernel, X, Z, P2, B2, Q2, ell, xp, wrt=tuple(wrt))
+    return impl(kernel, X, Z, P2, B2, Q2, ell, xp, wrt=tuple(wrt), **_gpu_dot(xp, dot))
 
 
 def _factored_dense(products, P, Q, xp):

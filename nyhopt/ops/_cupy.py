@@ -272,9 +272,9 @@ def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False, dot=None):
     return pts.block(slice(0, X.shape[0]), xp.empty((X.shape[0], Z.shape[0]), dtype=X.dtype))
 
 
-def kmv(kernel, X, Z, V, ell, xp):
-    """``k(X, Z) @ V`` for V (m, k); result (n, k)."""
-    pts = _Points(kernel, X, Z, ell, xp)
+def kmv(kernel, X, Z, V, ell, xp, dot=None):
+    """``k(X, Z) @ V`` for V (m, k); result (n, k).  ``dot``: as for :func:`kernel_matrix`."""
+    pts = _Points(kernel, X, Z, ell, xp, dot)
     if not (pts.dot or pts.exact):
         return _reference.kmv(kernel, X, Z, V, ell, xp)
     n, m = X.shape[0], Z.shape[0]
@@ -286,9 +286,9 @@ def kmv(kernel, X, Z, V, ell, xp):
     return out
 
 
-def kmtv(kernel, X, Z, U, ell, xp):
-    """``k(X, Z).T @ U`` for U (n, k); result (m, k)."""
-    pts = _Points(kernel, X, Z, ell, xp)
+def kmtv(kernel, X, Z, U, ell, xp, dot=None):
+    """``k(X, Z).T @ U`` for U (n, k); result (m, k).  ``dot``: as for :func:`kernel_matrix`."""
+    pts = _Points(kernel, X, Z, ell, xp, dot)
     if not (pts.dot or pts.exact):
         return _reference.kmtv(kernel, X, Z, U, ell, xp)
     n, m = X.shape[0], Z.shape[0]
@@ -300,9 +300,12 @@ def kmtv(kernel, X, Z, U, ell, xp):
     return out.astype(X.dtype, copy=False)
 
 
-def normal_matvec(kernel, X, Z, V, ell, xp, U=None, kv=False):
-    """``(K^T K V, K^T U or None)`` in one pass over ``X``; both (m, k) (and ``K V`` (n, k) with ``kv``)."""
-    pts = _Points(kernel, X, Z, ell, xp)
+def normal_matvec(kernel, X, Z, V, ell, xp, U=None, kv=False, dot=None):
+    """``(K^T K V, K^T U or None)`` in one pass over ``X``; both (m, k) (and ``K V`` (n, k) with ``kv``).
+
+    ``dot``: as for :func:`kernel_matrix`.
+    """
+    pts = _Points(kernel, X, Z, ell, xp, dot)
     if not (pts.dot or pts.exact):
         return _reference.normal_matvec(kernel, X, Z, V, ell, xp, U=U, kv=kv)
     n, m = X.shape[0], Z.shape[0]
@@ -407,13 +410,14 @@ def adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=("lengthscale", "centers"))
     return _adjoint(kernel, X, Z, ell, xp, wanted, P, Qt, lowrank=True)
 
 
-def adjoint_residual(kernel, X, Z, P0, B, Q, ell, xp, wrt=("lengthscale", "centers")):
+def adjoint_residual(kernel, X, Z, P0, B, Q, ell, xp, wrt=("lengthscale", "centers"), dot=None):
     """Gradients of ``<P Q^T, k(X, Z)>``, ``P = P0 - [K B | 0]``; float64.
 
     With :data:`ADJOINT_GEMM` (kinds of the distance GEMM) each block's
     :math:`K_b B` comes from the values of its distance GEMM in the same
     pass (:func:`nyhopt.ops._adjoint_gemm.lowrank_sums`); otherwise ``P`` is
-    formed by one :func:`kmv` and the low-rank adjoint runs on it (two passes).
+    formed by one :func:`kmv` and the low-rank adjoint runs on it (two passes;
+    ``dot`` for that :func:`kmv`).
     """
     wanted = _wanted(wrt)
     if ADJOINT_GEMM and _uses_dot(kernel):
@@ -424,5 +428,5 @@ def adjoint_residual(kernel, X, Z, P0, B, Q, ell, xp, wrt=("lengthscale", "cente
                             B=xp.ascontiguousarray(B))
         return _finish_adjoint(*sums, ell, wanted, xp)
     P = P0.copy()
-    P[:, :B.shape[1]] -= kmv(kernel, X, Z, B, ell, xp)
+    P[:, :B.shape[1]] -= kmv(kernel, X, Z, B, ell, xp, dot)
     return adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=wrt)

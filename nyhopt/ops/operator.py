@@ -61,9 +61,10 @@ from typing import NamedTuple
 import numpy as np
 
 from .._threads import cpu_threads
-from .._validation import check_targets
+from .._validation import check_matrix, check_targets
 from ..backend import get_namespace, is_cupy_namespace
-from . import adjoint_lowrank, adjoint_residual, kmtv, kmv, normal_matvec
+from . import _adjoint_lowrank, _adjoint_residual, _kmtv, _kmv, _normal_matvec, adjoint_lowrank, adjoint_residual
+from ._blocks import KernelBlocks
 from .cached import CachedKernel, cache_storage
 from . import gram as _gram
 from .gram import gram_matrix
@@ -178,21 +179,45 @@ class FitPass(NamedTuple):
     cross: object = None
 
 
+def _checked_args(kernel, valid, Z):
+    """``(X, Z, ell, xp)`` for an unchecked adjoint, or None when ``X`` was not checked (``valid`` None).
+
+    ``valid``: the operator's checked ``(X, Z)``; a ``Z`` other than that
+    one is checked here (one host read on a GPU instead of two).
+    """
+    if valid is None:
+        return None
+    X, Zv = valid
+    xp = get_namespace(X, Z)
+    if Z is not Zv:
+        Z = check_matrix(Z, "Z", xp, dtype=X.dtype, n_features=X.shape[1])
+    ell = kernel.lengthscale_array(X.shape[1])
+    kernel.kind  # validates Matern's nu
+    return X, Z, ell, xp
+
+
 class LowRankCotangent(NamedTuple):
     """A cotangent ``P Q^T`` on ``k(X, Z)`` that contracts itself (:meth:`contract`).
 
     What :meth:`KernelOperator.residual_cotangent` returns;
     :func:`nyhopt.objectives._base.params_gradient` calls :meth:`contract`
     on any cotangent block that has one (the sharded operator's runs on the workers).
+    ``valid``: ``(X, Z)`` as the operator checked them (the adjoint then
+    skips the check of ``X``, and of ``Z`` when it is that array), or None.
     """
 
     X: object
     P: object
     Q: object
+    valid: object = None
 
     def contract(self, kernel, Z, wrt):
         """:math:`\\partial \\langle P Q^T, k(X, Z)\\rangle` w.r.t. ``wrt`` (a KernelGrad), one adjoint pass."""
-        return adjoint_lowrank(kernel, self.X, Z, self.P, self.Q, wrt=wrt)
+        args = _checked_args(kernel, self.valid, Z)
+        if args is None:
+            return adjoint_lowrank(kernel, self.X, Z, self.P, self.Q, wrt=wrt)
+        X, Z, ell, xp = args
+        return _adjoint_lowrank(kernel, X, Z, self.P, self.Q, ell, xp, wrt)
 
 
 class ResidualCotangent(NamedTuple):
@@ -202,17 +227,23 @@ class ResidualCotangent(NamedTuple):
     formed no :math:`u = K a` (the sums came from the Gram matrix): the
     adjoint pass forms each row block's :math:`K_b B` from the kernel values
     it evaluates anyway (:func:`nyhopt.ops.adjoint_residual`).
-    ``P0`` (n, r), ``B`` (m, kb <= r), ``Q`` (m, r).
+    ``P0`` (n, r), ``B`` (m, kb <= r), ``Q`` (m, r); ``valid`` as for
+    :class:`LowRankCotangent`.
     """
 
     X: object
     P0: object
     B: object
     Q: object
+    valid: object = None
 
     def contract(self, kernel, Z, wrt):
         """:math:`\\partial \\langle P Q^T, k(X, Z)\\rangle` w.r.t. ``wrt`` (a KernelGrad), one adjoint pass."""
-        return adjoint_residual(kernel, self.X, Z, self.P0, self.B, self.Q, wrt=wrt)
+        args = _checked_args(kernel, self.valid, Z)
+        if args is None:
+            return adjoint_residual(kernel, self.X, Z, self.P0, self.B, self.Q, wrt=wrt)
+        X, Z, ell, xp = args
+        return _adjoint_residual(kernel, X, Z, self.P0, self.B, self.Q, ell, xp, wrt)
 
 
 def target_sums(W, xp, cross=False, memo=None):
@@ -342,6 +373,13 @@ class KernelOperator:
         one, ``"auto"`` once streaming has cost as much as forming it
         (:func:`gram_pays`: a measured constant on the CPU, a cost model on a
         GPU), ``False`` never.
+    checked : bool, default False
+        ``X`` and ``Z`` are valid already (:func:`nyhopt._validation.check_matrix`,
+        ``Z`` in the dtype of ``X``; :func:`nyhopt.placement.kernel_operator`
+        checks them).  Otherwise the first streaming product checks them.
+        Either way they are checked once, not at every product: the
+        streaming products call the unchecked forms of :mod:`nyhopt.ops`
+        (on a GPU every check is a host synchronization).
 
     Attributes
     ----------
@@ -354,8 +392,10 @@ class KernelOperator:
     cache : CachedKernel or None
     """
 
-    def __init__(self, kernel, X, Z, *, cache="auto", gram="auto"):
+    def __init__(self, kernel, X, Z, *, cache="auto", gram="auto", checked=False):
         self.xp = xp = get_namespace(X, Z)
+        self._checked = bool(checked)
+        self._blocks = None
         self.kernel, self.X = kernel, X
         self.Z = xp.asarray(Z).astype(X.dtype, copy=False)
         n, m = X.shape[0], self.Z.shape[0]
@@ -389,6 +429,22 @@ class KernelOperator:
         """``Y`` validated as an ``n``-sized operand (n, k) of the data dtype; returns ``(Y, k)``."""
         Y, _ = check_targets(Y, name, self.shape[0], self.xp, dtype=self.X.dtype)
         return Y, int(Y.shape[1])
+
+    def _stream(self):
+        """The checked ``X``, ``Z`` of the streaming products (a :class:`KernelBlocks`), made at the first one.
+
+        It also holds the GPU's overflow bound of the distance GEMM
+        (:func:`nyhopt.ops._blocks.dot_safe`), decided once for all the products.
+        """
+        if self._blocks is None:
+            self._blocks = KernelBlocks(self.kernel, self.X, self.Z, checked=self._checked)
+        return self._blocks
+
+    def _valid(self):
+        """``(X, Z)`` as checked, or None when nothing has checked them yet."""
+        if self._blocks is not None:
+            return self._blocks.X, self._blocks.Z
+        return (self.X, self.Z) if self._checked else None
 
     def close(self):
         """Drop a held kernel and the Gram matrix (the arrays belong to the caller); products stream after."""
@@ -473,7 +529,8 @@ class KernelOperator:
                 P0 = xp.concatenate([P0, W64[:, :k] * omega[None, :]], axis=1)
                 Q = xp.concatenate([a, Gam], axis=1)
             dt = X.dtype
-            return ResidualCotangent(X, P0.astype(dt, copy=False), B.astype(dt, copy=False), Q.astype(dt, copy=False))
+            return ResidualCotangent(X, P0.astype(dt, copy=False), B.astype(dt, copy=False), Q.astype(dt, copy=False),
+                                     self._valid())
         R2 = 2.0 * (W.astype(f64, copy=False) - fit.u.astype(f64, copy=False))
         P = R2 @ beta if beta.ndim == 2 else R2 * beta[None, :]  # a matrix beta: bilinear forms
         Q = a
@@ -482,7 +539,7 @@ class KernelOperator:
             k = omega.shape[0]
             P = xp.concatenate([P, W[:, :k].astype(f64) * omega[None, :]], axis=1)
             Q = xp.concatenate([a, Gam], axis=1)
-        return LowRankCotangent(X, P.astype(X.dtype, copy=False), Q.astype(X.dtype, copy=False))
+        return LowRankCotangent(X, P.astype(X.dtype, copy=False), Q.astype(X.dtype, copy=False), self._valid())
 
     @property
     def engine(self):
@@ -513,13 +570,19 @@ class KernelOperator:
         """:math:`K V`, (n, k) in the data dtype."""
         self.passes += 1
         with self._phase():
-            return kmv(self.kernel, self.X, self.Z, V) if self.cache is None else self.cache.kmv(V)
+            if self.cache is not None:
+                return self.cache.kmv(V)
+            kb = self._stream()
+            return _kmv(self.kernel, kb.X, kb.Z, V, kb.ell, kb.xp, kb._dot)
 
     def kmtv(self, U):
         """:math:`K^T U`, (m, k)."""
         self.passes += 1
         with self._phase():
-            return kmtv(self.kernel, self.X, self.Z, U) if self.cache is None else self.cache.kmtv(U)
+            if self.cache is not None:
+                return self.cache.kmtv(U)
+            kb = self._stream()
+            return _kmtv(self.kernel, kb.X, kb.Z, U, kb.ell, kb.xp, kb._dot)
 
     def normal_matvec(self, V, U=None, *, kv=False):
         """``(K^T K V, K^T U or None)`` (and :math:`K V` with ``kv``), like :func:`nyhopt.ops.normal_matvec`."""
@@ -540,4 +603,5 @@ class KernelOperator:
         with self._phase():
             if self.cache is not None:
                 return self.cache.normal_matvec(V2, U, kv=kv)
-            return normal_matvec(self.kernel, self.X, self.Z, V2, U, kv=kv)
+            kb = self._stream()
+            return _normal_matvec(self.kernel, kb.X, kb.Z, V2, kb.ell, kb.xp, U, kv=kv, dot=kb._dot)
