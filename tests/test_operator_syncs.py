@@ -144,3 +144,61 @@ def test_operator_checks_once_and_public_functions_every_call():
                      (ops.adjoint_lowrank, (np.ones((10, 1)), np.ones((3, 1))))):
         with pytest.raises(ValueError, match="X contains NaN"):
             fn(k, bad, X[:3], *args)
+
+
+def _count_checks(monkeypatch):
+    """The calls of the ops package's check of an input matrix (a list that grows by one per call)."""
+    calls = []
+    original = ops.check_matrix
+
+    def check(*args, **kwargs):
+        calls.append(args[1])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ops, "check_matrix", check)
+    return calls
+
+
+@pytest.mark.parametrize("module, fn", [("gram8", "gram_matrix8"), ("gram16", "gram_matrix16")])
+def test_tensor_core_gram_checks_unless_told_checked(monkeypatch, module, fn):
+    """Called directly, the tensor-core Gram routes check ``X`` and ``Z``; with ``checked=True`` (from
+    nyhopt.ops.gram.gram_matrix) they do not, with the same numbers."""
+    import importlib
+
+    gram = getattr(importlib.import_module(f"nyhopt.ops.{module}"), fn)
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(300, 3)).astype(np.float32)
+    U = rng.normal(size=(300, 2)).astype(np.float32)
+    k = nh.GaussianKernel(1.1)
+    calls = _count_checks(monkeypatch)
+    G, KtU = gram(k, X, X[:20], U)
+    assert calls == ["X", "Z"]
+    calls.clear()
+    G2, KtU2 = gram(k, X, X[:20], U, checked=True)
+    assert calls == []
+    np.testing.assert_array_equal(G, G2)
+    np.testing.assert_array_equal(KtU, KtU2)
+    bad = X.copy()
+    bad[5, 0] = np.nan
+    with pytest.raises(ValueError, match="X contains NaN"):
+        gram(k, bad, X[:20])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU (CuPy with a device)")
+@pytest.mark.parametrize("route", ["int8", "float16"])
+def test_gram_matrix_checks_its_inputs_once(monkeypatch, route):
+    import cupy as cp
+
+    from nyhopt.ops import gram
+
+    monkeypatch.setattr(gram, "TENSOR_CORES", route)
+    rng = np.random.default_rng(4)
+    X = cp.asarray(rng.normal(size=(400, 3)).astype(np.float32))
+    k = nh.GaussianKernel(1.0)
+    gram.gram_matrix(k, X, X[:30])  # the int8 route's once-per-device check
+    calls = _count_checks(monkeypatch)
+    G, _ = gram.gram_matrix(k, X, X[:30])
+    assert calls == ["X", "Z"]
+    K = ops.kernel_matrix(k, cp.asnumpy(X).astype(np.float64), cp.asnumpy(X[:30]).astype(np.float64))
+    np.testing.assert_allclose(cp.asnumpy(G), K.T @ K, rtol=1e-3, atol=1e-3)

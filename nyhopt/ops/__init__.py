@@ -78,11 +78,17 @@ def _module(op, xp, name=None):
     return getattr(mod, name or op)
 
 
-def _prepare(kernel, X, Z, *others):
-    """Validate ``X``, ``Z`` (and extra operands) and return (xp, X, Z, ell)."""
+def _prepare(kernel, X, Z, *others, checked=False):
+    """Validate ``X``, ``Z`` (and extra operands) and return (xp, X, Z, ell).
+
+    ``checked``: ``X`` and ``Z`` are valid already (as this returns them;
+    a caller that checked them): only the array module and the kernel's
+    parameters are checked.
+    """
     xp = get_namespace(X, Z, *[o for o, _ in others])
-    X = check_matrix(X, "X", xp)
-    Z = check_matrix(Z, "Z", xp, dtype=X.dtype, n_features=X.shape[1])
+    if not checked:
+        X = check_matrix(X, "X", xp)
+        Z = check_matrix(Z, "Z", xp, dtype=X.dtype, n_features=X.shape[1])
     ell = kernel.lengthscale_array(X.shape[1])
     kernel.kind  # validates Matern's nu
     return xp, X, Z, ell

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import get_namespace, is_cupy_namespace
+from ..backend import is_cupy_namespace
 from . import _kernel_block, _module, _prepare
 
 __all__ = ["KernelBlocks", "dot_safe"]
@@ -79,12 +79,7 @@ class KernelBlocks:
     """
 
     def __init__(self, kernel, X, Z, *, checked=False):
-        if checked:
-            xp = get_namespace(X, Z)
-            ell = kernel.lengthscale_array(X.shape[1])
-            kernel.kind  # validates Matern's nu
-        else:
-            xp, X, Z, ell = _prepare(kernel, X, Z)
+        xp, X, Z, ell = _prepare(kernel, X, Z, checked=checked)
         self.kernel, self.X, self.Z, self.ell, self.xp = kernel, X, Z, ell, xp
         self._dot = dot_safe(kernel, X, Z, ell, xp)
 

@@ -126,12 +126,12 @@ def gram_matrix(kernel, X, Z, U=None):
         from .gram8 import device_check, gram_matrix8
 
         if device_check(kernel, X, Z, xp):
-            return gram_matrix8(kernel, X, Z, U)
+            return gram_matrix8(kernel, X, Z, U, checked=True)  # checked above
         route = None
     if route == "float16":
         from .gram16 import gram_matrix16
 
-        return gram_matrix16(kernel, X, Z, U)
+        return gram_matrix16(kernel, X, Z, U, checked=True)
     n, m = X.shape[0], Z.shape[0]
     U2 = None if U is None else _operand(U, "U", n, X.dtype, xp)
     k = 0 if U2 is None else U2.shape[1]

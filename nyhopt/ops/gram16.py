@@ -163,7 +163,7 @@ def _finish(G2, KtQ, m, split, scale_u, k, xp):
     return G, join_half(KQ, scale_u.astype(xp.float64), axis=1)[:, :k]
 
 
-def gram_matrix16(kernel, X, Z, U=None, *, block=None, fold=None, split=True, matmul=None):
+def gram_matrix16(kernel, X, Z, U=None, *, block=None, fold=None, split=True, matmul=None, checked=False):
     r"""``(K^T K, K^T U or None)`` for float32 data, from float16 parts on tensor cores (see the module notes).
 
     Parameters
@@ -181,13 +181,16 @@ def gram_matrix16(kernel, X, Z, U=None, *, block=None, fold=None, split=True, ma
         :math:`K` to 16 bits shows, see the module notes).
     matmul : callable, optional
         Replaces the product (tests: a model of the tensor cores).
+    checked : bool, default False
+        ``X`` and ``Z`` are valid already (:func:`nyhopt.ops.gram.gram_matrix`
+        checked them; on a GPU each check is a host synchronization).
 
     Returns
     -------
     G : array (m, m), float64, exactly symmetric
     KtU : array (m, k) (or (m,)), float64, or None
     """
-    xp, X, Z, ell = _prepare(kernel, X, Z, (U, "U"))
+    xp, X, Z, ell = _prepare(kernel, X, Z, (U, "U"), checked=checked)
     if X.dtype != np.float32:
         raise TypeError(f"gram_matrix16 needs float32 data, got {X.dtype.name}")
     block = BLOCK_ROWS if block is None else int(block)

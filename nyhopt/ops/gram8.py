@@ -208,7 +208,7 @@ def _add_host(G, C1, C2, m):
     return G
 
 
-def gram_matrix8(kernel, X, Z, U=None, *, block=None):
+def gram_matrix8(kernel, X, Z, U=None, *, block=None, checked=False):
     r"""``(K^T K, K^T U or None)`` for float32 data, from 8-bit digits on integer tensor cores (module notes).
 
     Parameters
@@ -221,13 +221,16 @@ def gram_matrix8(kernel, X, Z, U=None, *, block=None):
     block : int, optional
         Rows per integer product (default: as many as the memory budget
         allows, at most :data:`BLOCK_ROWS`).
+    checked : bool, default False
+        ``X`` and ``Z`` are valid already (:func:`nyhopt.ops.gram.gram_matrix`
+        checked them; on a GPU each check is a host synchronization).
 
     Returns
     -------
     G : array (m, m), float64, exactly symmetric
     KtU : array (m, k) (or (m,)), float64, or None
     """
-    xp, X, Z, ell = _prepare(kernel, X, Z, (U, "U"))
+    xp, X, Z, ell = _prepare(kernel, X, Z, (U, "U"), checked=checked)
     if X.dtype != np.float32:
         raise TypeError(f"gram_matrix8 needs float32 data, got {X.dtype.name}")
     n, m = X.shape[0], Z.shape[0]
