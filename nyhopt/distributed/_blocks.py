@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import ops
 from ..ops import gram as _gram
+from ..ops._blocks import KernelBlocks
 from ..ops.operator import column_stats, target_sums
 from .._validation import check_matrix, check_targets
 from ..backend import get_namespace, to_numpy
@@ -27,6 +28,16 @@ def _local(block, shared):
     return X, Y, xp, kernel, xp.asarray(Z, dtype=X.dtype)
 
 
+def _checked(kernel, X, Z):
+    """The products of a block of the operator's passes (a :class:`KernelBlocks`) with no checks again.
+
+    ``X`` was checked when the block was placed (:func:`prepare_block`), ``Z``
+    by :class:`~nyhopt.distributed.sharded.ShardedOperator` in the data
+    dtype: on CuPy chunks each check is a host synchronization of the worker.
+    """
+    return KernelBlocks(kernel, X, Z, checked=True)
+
+
 def prepare_block(X, y, index, dtype):
     """Validate one row block and hold it as ``(X, Y)``; ``Y`` is (rows, p) in ``dtype`` or None."""
     xp = get_namespace(X, y)
@@ -40,7 +51,7 @@ def prepare_block(X, y, index, dtype):
 def block_normal(block, shared, V, use_y, kv):
     """Partial ``(K^T K V, K^T Y or None)`` of one block, plus ``K V`` (kept on the worker) when ``kv``."""
     X, Y, xp, kernel, Z = _local(block, shared)
-    res = ops.normal_matvec(kernel, X, Z, xp.asarray(V, dtype=X.dtype), Y if use_y else None, kv=kv)
+    res = _checked(kernel, X, Z).normal_matvec(xp.asarray(V, dtype=X.dtype), Y if use_y else None, kv=kv)
     partial = (to_numpy(res[0], dtype=np.float64), to_numpy(res[1], dtype=np.float64) if use_y else None)
     return (partial, res[2]) if kv else partial
 
@@ -68,7 +79,7 @@ def block_kmtv(block, shared, U=None):
 def block_kmv(block, shared, V):
     """``K V`` of one block (stays on the worker)."""
     X, _, xp, kernel, Z = _local(block, shared)
-    return ops.kmv(kernel, X, Z, xp.asarray(V, dtype=X.dtype))
+    return _checked(kernel, X, Z).kmv(xp.asarray(V, dtype=X.dtype))
 
 
 def block_moments(block, center):
@@ -117,10 +128,10 @@ def block_u_pass(block, shared, a, normal, plain, cross=False):
     V = xp.asarray(a, dtype=X.dtype)
     KtKa = KtW = None
     if normal:
-        KtKa, KtW, u = ops.normal_matvec(kernel, X, Z, V, W, kv=True)
+        KtKa, KtW, u = _checked(kernel, X, Z).normal_matvec(V, W, kv=True)
         KtKa, KtW = to_numpy(KtKa, dtype=np.float64), to_numpy(KtW, dtype=np.float64)
     else:
-        u = ops.kmv(kernel, X, Z, V)
+        u = _checked(kernel, X, Z).kmv(V)
     stats = tuple(None if s is None else to_numpy(s, dtype=np.float64) for s in column_stats(W, u, xp, plain, cross))
     return (KtKa, KtW) + stats, u
 
@@ -137,13 +148,14 @@ def block_adjoint(block, shared, beta, a, wrt, u):
     scale = (lambda A: A @ beta) if beta.ndim == 2 else (lambda A: A * beta[None, :])  # noqa: E731
     if u is None:
         a64 = xp.asarray(a, dtype=np.float64)
-        kg = ops.adjoint_residual(kernel, X, Z, (2.0 * scale(W.astype(np.float64))).astype(X.dtype),
-                                  (2.0 * scale(a64)).astype(X.dtype), xp.asarray(a, dtype=X.dtype), wrt=wrt)
+        kg = _checked(kernel, X, Z).adjoint_residual((2.0 * scale(W.astype(np.float64))).astype(X.dtype),
+                                                     (2.0 * scale(a64)).astype(X.dtype), xp.asarray(a, dtype=X.dtype),
+                                                     wrt=wrt)
         return (None if kg.lengthscale is None else to_numpy(kg.lengthscale, dtype=np.float64),
                 None if kg.centers is None else to_numpy(kg.centers, dtype=np.float64))
     R2 = 2.0 * (W.astype(np.float64) - u.astype(np.float64))
     P = scale(R2)
-    kg = ops.adjoint_lowrank(kernel, X, Z, P.astype(X.dtype), xp.asarray(a, dtype=X.dtype), wrt=wrt)
+    kg = _checked(kernel, X, Z).adjoint_lowrank(P.astype(X.dtype), xp.asarray(a, dtype=X.dtype), wrt=wrt)
     return (None if kg.lengthscale is None else to_numpy(kg.lengthscale, dtype=np.float64),
             None if kg.centers is None else to_numpy(kg.centers, dtype=np.float64))
 

@@ -5,14 +5,20 @@ each check is a host synchronization.  The internal loops over row blocks
 (the direct solver's pass, the Gram matrix, the predictive variance, the
 float16 kernel cache) check once through :class:`KernelBlocks` and evaluate
 each block with :func:`nyhopt.ops._kernel_block`, the implementation
-:func:`~nyhopt.ops.kernel_matrix` dispatches to (same numbers).
+:func:`~nyhopt.ops.kernel_matrix` dispatches to (same numbers).  Its
+products (:meth:`KernelBlocks.kmv`, ``kmtv``, ``normal_matvec``, the
+low-rank adjoints) do the same for the callers that run many of them on the
+same ``X`` and ``Z``: the streaming passes of a solve
+(:class:`nyhopt.ops.operator.KernelOperator`) and the row blocks of a
+cluster (:mod:`nyhopt.distributed._blocks`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..backend import is_cupy_namespace
-from . import _kernel_block, _module, _prepare
+from . import (_adjoint_lowrank, _adjoint_residual, _kernel_block, _kmtv, _kmv, _module, _normal_matvec,
+               _prepare)
 
 __all__ = ["KernelBlocks", "dot_safe"]
 
@@ -90,3 +96,23 @@ class KernelBlocks:
     def rows_t(self, lo, hi):
         """``k(Z, X[lo:hi])`` (m, hi - lo), as :func:`kernel_matrix` with the arguments swapped."""
         return _kernel_block(self.kernel, self.Z, self.X[lo:hi], self.ell, self.xp, dot=self._dot)
+
+    def kmv(self, V):
+        """:math:`k(X, Z) V`, as :func:`nyhopt.ops.kmv` (same numbers, no checks of ``X``, ``Z``)."""
+        return _kmv(self.kernel, self.X, self.Z, V, self.ell, self.xp, self._dot)
+
+    def kmtv(self, U):
+        """:math:`k(X, Z)^T U`, as :func:`nyhopt.ops.kmtv`."""
+        return _kmtv(self.kernel, self.X, self.Z, U, self.ell, self.xp, self._dot)
+
+    def normal_matvec(self, V, U=None, *, kv=False):
+        """:math:`K^T K V` (and :math:`K^T U`, :math:`K V`), as :func:`nyhopt.ops.normal_matvec`."""
+        return _normal_matvec(self.kernel, self.X, self.Z, V, self.ell, self.xp, U, kv=kv, dot=self._dot)
+
+    def adjoint_lowrank(self, P, Q, wrt=("lengthscale", "centers")):
+        """Gradients of :math:`\\langle P Q^T, K\\rangle`, as :func:`nyhopt.ops.adjoint_lowrank`."""
+        return _adjoint_lowrank(self.kernel, self.X, self.Z, P, Q, self.ell, self.xp, wrt)
+
+    def adjoint_residual(self, P0, B, Q, wrt=("lengthscale", "centers")):
+        """Gradients of :math:`\\langle (P_0 - [K B \\mid 0]) Q^T, K\\rangle`, as :func:`nyhopt.ops.adjoint_residual`."""
+        return _adjoint_residual(self.kernel, self.X, self.Z, P0, B, Q, self.ell, self.xp, wrt, dot=self._dot)

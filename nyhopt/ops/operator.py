@@ -63,7 +63,7 @@ import numpy as np
 from .._threads import cpu_threads
 from .._validation import check_matrix, check_targets
 from ..backend import get_namespace, is_cupy_namespace
-from . import _adjoint_lowrank, _adjoint_residual, _kmtv, _kmv, _normal_matvec, adjoint_lowrank, adjoint_residual
+from . import _adjoint_lowrank, _adjoint_residual, adjoint_lowrank, adjoint_residual
 from ._blocks import KernelBlocks
 from .cached import CachedKernel, cache_storage
 from . import gram as _gram
@@ -572,8 +572,7 @@ class KernelOperator:
         with self._phase():
             if self.cache is not None:
                 return self.cache.kmv(V)
-            kb = self._stream()
-            return _kmv(self.kernel, kb.X, kb.Z, V, kb.ell, kb.xp, kb._dot)
+            return self._stream().kmv(V)
 
     def kmtv(self, U):
         """:math:`K^T U`, (m, k)."""
@@ -581,8 +580,7 @@ class KernelOperator:
         with self._phase():
             if self.cache is not None:
                 return self.cache.kmtv(U)
-            kb = self._stream()
-            return _kmtv(self.kernel, kb.X, kb.Z, U, kb.ell, kb.xp, kb._dot)
+            return self._stream().kmtv(U)
 
     def normal_matvec(self, V, U=None, *, kv=False):
         """``(K^T K V, K^T U or None)`` (and :math:`K V` with ``kv``), like :func:`nyhopt.ops.normal_matvec`."""
@@ -603,5 +601,4 @@ class KernelOperator:
         with self._phase():
             if self.cache is not None:
                 return self.cache.normal_matvec(V2, U, kv=kv)
-            kb = self._stream()
-            return _normal_matvec(self.kernel, kb.X, kb.Z, V2, kb.ell, kb.xp, U, kv=kv, dot=kb._dot)
+            return self._stream().normal_matvec(V2, U, kv=kv)
