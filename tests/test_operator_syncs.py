@@ -81,43 +81,39 @@ def test_host_reads_per_cg_iteration_are_cgs_own(monkeypatch, dtype):
 @pytest.mark.parametrize("impl", ["numba", "numpy"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("pool", [False, True])
-def test_streaming_products_equal_the_public_functions(impl, dtype, pool):
+def test_streaming_products_equal_the_public_functions(monkeypatch, impl, dtype, pool):
     """Same implementation, same numbers (bit for bit): the unchecked forms and the worker pool's split."""
     from nyhopt._threads import cpu_threads
 
-    saved = dict(ops.CPU_IMPL)
-    ops.set_cpu_impl(None, impl)
-    try:
-        rng = np.random.default_rng(1)
-        X = rng.normal(size=(3000, 4)).astype(dtype)
-        Z = X[:70].astype(np.float64)
-        V, U = rng.normal(size=(70, 3)).astype(dtype), rng.normal(size=(3000, 2)).astype(dtype)
-        for kernel in (nh.GaussianKernel(1.2), nh.LaplacianKernel([0.7, 1.0, 1.3, 2.0]),
-                       nh.MaternKernel(0.9, nu=1.5)):
-            for op in (KernelOperator(kernel, X, Z, cache=False, gram=False),
-                       kernel_operator(kernel, X, Z, cache=False, gram=False)[0]):
-                phase = cpu_threads("pool" if pool else "numba", np)
-                with phase:
-                    got = [op.kmv(V), op.kmv(V[:, 0]), op.kmtv(U), op.kmtv(U[:, 1]), *op.normal_matvec(V, U, kv=True)]
-                    ref = [ops.kmv(kernel, X, Z, V), ops.kmv(kernel, X, Z, V[:, 0]), ops.kmtv(kernel, X, Z, U),
-                           ops.kmtv(kernel, X, Z, U[:, 1]), *ops.normal_matvec(kernel, X, Z, V, U, kv=True)]
-                    for g, r in zip(got, ref):
-                        assert g.dtype == r.dtype and g.shape == r.shape
-                        np.testing.assert_array_equal(g, r)
-                    P, Q = rng.normal(size=(3000, 3)).astype(dtype), rng.normal(size=(70, 3)).astype(dtype)
-                    B = rng.normal(size=(70, 2)).astype(dtype)
-                    wrt = ("lengthscale", "centers")
-                    Zd = Z.astype(dtype)
-                    for z in (Z, Zd):  # the operator's own Z, and another array (checked)
-                        lr = LowRankCotangent(X, P, Q, op._valid()).contract(kernel, z, wrt)
-                        lr_ref = ops.adjoint_lowrank(kernel, X, z, P, Q, wrt=wrt)
-                        rs = ResidualCotangent(X, P, B, Q, op._valid()).contract(kernel, z, wrt)
-                        rs_ref = ops.adjoint_residual(kernel, X, z, P, B, Q, wrt=wrt)
-                        for g, r in ((lr, lr_ref), (rs, rs_ref)):
-                            np.testing.assert_array_equal(g.lengthscale, r.lengthscale)
-                            np.testing.assert_array_equal(g.centers, r.centers)
-    finally:
-        ops.CPU_IMPL.update(saved)
+    for name in ops.CPU_IMPL:
+        monkeypatch.setitem(ops.CPU_IMPL, name, impl)
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(8000, 4)).astype(dtype)  # n m = 5.6e5: the pool phase splits the rows
+    Z = X[:70].astype(np.float64)
+    V, U = rng.normal(size=(70, 3)).astype(dtype), rng.normal(size=(8000, 2)).astype(dtype)
+    for kernel in (nh.GaussianKernel(1.2), nh.LaplacianKernel([0.7, 1.0, 1.3, 2.0]),
+                   nh.MaternKernel(0.9, nu=1.5)):
+        for op in (KernelOperator(kernel, X, Z, cache=False, gram=False),
+                   kernel_operator(kernel, X, Z, cache=False, gram=False)[0]):
+            phase = cpu_threads("pool" if pool else "numba", np)
+            with phase:
+                got = [op.kmv(V), op.kmv(V[:, 0]), op.kmtv(U), op.kmtv(U[:, 1]), *op.normal_matvec(V, U, kv=True)]
+                ref = [ops.kmv(kernel, X, Z, V), ops.kmv(kernel, X, Z, V[:, 0]), ops.kmtv(kernel, X, Z, U),
+                       ops.kmtv(kernel, X, Z, U[:, 1]), *ops.normal_matvec(kernel, X, Z, V, U, kv=True)]
+                for g, r in zip(got, ref):
+                    assert g.dtype == r.dtype and g.shape == r.shape
+                    np.testing.assert_array_equal(g, r)
+                P, Q = rng.normal(size=(8000, 3)).astype(dtype), rng.normal(size=(70, 3)).astype(dtype)
+                B = rng.normal(size=(70, 2)).astype(dtype)
+                wrt = ("lengthscale", "centers")
+                for z in (op.Z, Z):  # the operator's own Z, and another array (checked)
+                    lr = LowRankCotangent(X, P, Q, op._valid()).contract(kernel, z, wrt)
+                    lr_ref = ops.adjoint_lowrank(kernel, X, z, P, Q, wrt=wrt)
+                    rs = ResidualCotangent(X, P, B, Q, op._valid()).contract(kernel, z, wrt)
+                    rs_ref = ops.adjoint_residual(kernel, X, z, P, B, Q, wrt=wrt)
+                    for g, r in ((lr, lr_ref), (rs, rs_ref)):
+                        np.testing.assert_array_equal(g.lengthscale, r.lengthscale)
+                        np.testing.assert_array_equal(g.centers, r.centers)
 
 
 def test_operator_checks_once_and_public_functions_every_call():
