@@ -48,7 +48,7 @@ from .._threads import cpu_threads
 from ..backend import is_cupy_namespace
 from . import _operand, _prepare, kernel_matrix
 
-__all__ = ["gram_matrix", "block_gram", "tensor_core_route", "TENSOR_CORES"]
+__all__ = ["gram_matrix", "block_gram", "tensor_core_route", "tensor_core_setting", "TENSOR_CORES"]
 
 #: On a GPU, how the Gram matrix of float32 data is formed (read at each call): ``"int8"``
 #: (:mod:`nyhopt.ops.gram8`), ``"float16"`` (:mod:`nyhopt.ops.gram16`) or ``False`` (float64
@@ -58,16 +58,31 @@ TENSOR_CORES = False
 _ROUTES = (False, "int8", "float16")
 
 
-def tensor_core_route(dtype, xp=None):
+def tensor_core_setting(setting=None):
+    """``setting`` checked (one of ``False``, ``"int8"``, ``"float16"``); None: :data:`TENSOR_CORES`, read now.
+
+    A caller that forms the Gram matrix elsewhere (the workers of a cluster,
+    in other processes) reads the setting once here and passes it on, so
+    that one value governs both sides.
+    """
+    value = TENSOR_CORES if setting is None else setting
+    # ``value in _ROUTES`` would take 0 and 0.0 for False
+    if not any(value is r if isinstance(r, bool) else value == r for r in _ROUTES):
+        name = "nyhopt.ops.gram.TENSOR_CORES" if setting is None else "tensor_cores"
+        raise ValueError(f"{name} must be one of {_ROUTES}, got {value!r}")
+    return value
+
+
+def tensor_core_route(dtype, xp=None, setting=None):
     """The tensor-core route (``"int8"``, ``"float16"``) of a Gram matrix of ``dtype`` data on ``xp``, or None.
 
-    ``xp=None``: on a GPU (the caller knows).
+    ``xp=None``: on a GPU (the caller knows).  ``setting``: as
+    :data:`TENSOR_CORES` (None: that global, read now; see :func:`tensor_core_setting`).
     """
-    if TENSOR_CORES not in _ROUTES:
-        raise ValueError(f"nyhopt.ops.gram.TENSOR_CORES must be one of {_ROUTES}, got {TENSOR_CORES!r}")
+    setting = tensor_core_setting(setting)
     gpu = xp is None or is_cupy_namespace(xp)
-    if TENSOR_CORES and gpu and np.dtype(dtype) == np.float32:
-        return TENSOR_CORES
+    if setting and gpu and np.dtype(dtype) == np.float32:
+        return setting
     return None
 
 
@@ -93,7 +108,7 @@ def block_gram(K, U, xp):
     return sum_ranges(part, K.shape[0], RANGE_ROWS)
 
 
-def gram_matrix(kernel, X, Z, U=None):
+def gram_matrix(kernel, X, Z, U=None, *, tensor_cores=None):
     r"""``(K^T K, K^T U or None)`` for :math:`K = k(X, Z)`, in one pass over ``X``.
 
     Parameters
@@ -103,6 +118,10 @@ def gram_matrix(kernel, X, Z, U=None):
     Z : array (m, d)
     U : array (n,) or (n, k), optional
         Columns whose products :math:`K^T U` are formed in the same pass.
+    tensor_cores : {False, "int8", "float16"}, optional
+        The tensor-core setting for float32 data on a GPU; None (default):
+        :data:`TENSOR_CORES`, read at the call.  A caller in another process
+        than the one whose setting counts (a worker of a cluster) is passed it.
 
     Returns
     -------
@@ -114,12 +133,12 @@ def gram_matrix(kernel, X, Z, U=None):
     -----
     Costs :math:`n m (m + 2k)` flops and one kernel evaluation per entry.
     On a GPU with float32 data it is :func:`nyhopt.ops.gram8.gram_matrix8`
-    or :func:`nyhopt.ops.gram16.gram_matrix16` as :data:`TENSOR_CORES` says.
+    or :func:`nyhopt.ops.gram16.gram_matrix16` as ``tensor_cores`` (or :data:`TENSOR_CORES`) says.
     On the CPU it runs as a ``"pool"`` phase (:mod:`nyhopt._threads`): the
     kernel blocks and the rank updates are split over nyhopt's worker threads.
     """
     xp, X, Z, _ = _prepare(kernel, X, Z, (U, "U"))
-    route = tensor_core_route(X.dtype, xp)
+    route = tensor_core_route(X.dtype, xp, tensor_cores)
     if route == "int8":
         from .gram8 import gram_matrix8
 
