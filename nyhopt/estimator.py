@@ -30,7 +30,7 @@ from ._scaling import column_mean_std, pow2_scale, standardize
 from ._estimator_params import EstimatorMixin
 from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
 from ._validation import check_labels, check_positive, check_real, check_targets
-from .backend import get_namespace, is_cupy_namespace
+from .backend import as_native, get_namespace, is_cupy_namespace
 from .kernels import GaussianKernel, Kernel, make_kernel
 from .ops import kmv
 from ._fitted import NotFittedError, check_fitted as _check_fitted
@@ -434,11 +434,17 @@ class NystromKRR(_NystromBase):
         Returns
         -------
         float
+
+        Notes
+        -----
+        For a dask ``X`` the predictions (and a dask ``y``) are computed to
+        the driver, as NumPy or CuPy arrays like the chunks.
         """
-        pred = self.predict(X)
+        pred = as_native(self.predict(X), "X")  # a dask X: its predictions, computed
         xp = get_namespace(pred)
         Y, _ = check_targets(_as_array(y, "y"), "y", pred.shape[0], xp, dtype=np.float64)
         P = pred.reshape(Y.shape).astype(np.float64)
+        sample_weight = as_native(sample_weight, "sample_weight")
         w = xp.ones((Y.shape[0], 1)) if sample_weight is None else xp.asarray(sample_weight, dtype=np.float64)
         w = w.reshape(-1, 1)
         s = xp.asarray(pow2_scale(np.asarray(xp.abs(Y).max(axis=0).tolist())))  # R^2 is scale-free: no overflow
@@ -582,7 +588,7 @@ class NystromKRRClassifier(_NystromBase):
         -------
         float
         """
-        pred = self.predict(X)
+        pred = as_native(self.predict(X), "X")
         xp = get_namespace(pred)
         y = _as_array(y, "y", numeric=False).reshape(-1)
         if is_cupy_namespace(xp) and get_namespace(y) is not xp:  # host labels, model on the GPU: as NystromKRR.score
@@ -594,5 +600,5 @@ class NystromKRRClassifier(_NystromBase):
         hit = (pred == y).astype(np.float64)
         if sample_weight is None:
             return float(hit.mean())
-        w = xp.asarray(sample_weight, dtype=np.float64).reshape(-1)
+        w = xp.asarray(as_native(sample_weight, "sample_weight"), dtype=np.float64).reshape(-1)
         return float((w * hit).sum() / w.sum())
