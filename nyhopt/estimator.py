@@ -29,7 +29,7 @@ from ._centers import select_centers
 from ._scaling import column_mean_std, pow2_scale, standardize
 from ._estimator_params import EstimatorMixin
 from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
-from ._validation import check_labels, check_positive, check_real, check_targets
+from ._validation import check_labels, check_positive, check_real, check_sample_weight, check_targets
 from .backend import as_native, get_namespace, is_cupy_namespace
 from .kernels import GaussianKernel, Kernel, make_kernel
 from .ops import kmv
@@ -444,8 +444,8 @@ class NystromKRR(_NystromBase):
         xp = get_namespace(pred)
         Y, _ = check_targets(_as_array(y, "y"), "y", pred.shape[0], xp, dtype=np.float64)
         P = pred.reshape(Y.shape).astype(np.float64)
-        sample_weight = as_native(sample_weight, "sample_weight")
-        w = xp.ones((Y.shape[0], 1)) if sample_weight is None else xp.asarray(sample_weight, dtype=np.float64)
+        w = xp.ones((Y.shape[0], 1)) if sample_weight is None else check_sample_weight(
+            as_native(sample_weight, "sample_weight"), Y.shape[0], xp)
         w = w.reshape(-1, 1)
         s = xp.asarray(pow2_scale(np.asarray(xp.abs(Y).max(axis=0).tolist())))  # R^2 is scale-free: no overflow
         Y, P = Y / s, P / s
@@ -600,5 +600,5 @@ class NystromKRRClassifier(_NystromBase):
         hit = (pred == y).astype(np.float64)
         if sample_weight is None:
             return float(hit.mean())
-        w = xp.asarray(as_native(sample_weight, "sample_weight"), dtype=np.float64).reshape(-1)
+        w = check_sample_weight(as_native(sample_weight, "sample_weight"), pred.shape[0], xp)
         return float((w * hit).sum() / w.sum())

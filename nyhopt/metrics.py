@@ -46,11 +46,14 @@ def _arrays(y, mean, std=None):
     y, mean, std = as_native(y, "y"), as_native(mean, "mean"), as_native(std, "std")
     xp = get_namespace(mean)
 
-    def on_mean_device(a):  # y and std follow mean across host and device
-        return xp.asarray(to_numpy(a) if get_namespace(a) is not xp else a, dtype=xp.float64)
+    def on_mean_device(a, name):  # y and std follow mean across host and device
+        a = xp.asarray(to_numpy(a) if get_namespace(a) is not xp else a)
+        if a.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
+        return a.astype(xp.float64)
 
-    y = on_mean_device(y)
-    mean = xp.asarray(mean, dtype=xp.float64)
+    y = on_mean_device(y, "y")
+    mean = on_mean_device(mean, "mean")
     if y.size == 0:
         raise ValueError("y is empty")
     if y.shape != mean.shape:
@@ -60,7 +63,7 @@ def _arrays(y, mean, std=None):
             raise ValueError(f"y has shape {tuple(y.shape)} but mean has shape {tuple(mean.shape)}")
     out = [y, mean]
     if std is not None:
-        std = on_mean_device(std)
+        std = on_mean_device(std, "std")
         if std.shape != mean.shape:
             raise ValueError(f"std has shape {tuple(std.shape)} but mean has shape {tuple(mean.shape)}")
         if not bool(xp.all(std > 0)):

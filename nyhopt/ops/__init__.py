@@ -80,6 +80,8 @@ def _module(op, xp, name=None):
 
 def _prepare(kernel, X, Z, *others):
     """Validate ``X``, ``Z`` (and extra operands) and return (xp, X, Z, ell)."""
+    if not (hasattr(kernel, "lengthscale_array") and hasattr(kernel, "profile")):  # nyhopt.kernels imports ops
+        raise TypeError(f"kernel must be a nyhopt Kernel instance (nyhopt.GaussianKernel(...)), got {kernel!r}")
     xp = get_namespace(X, Z, *[o for o, _ in others])
     X = check_matrix(X, "X", xp)
     Z = check_matrix(Z, "Z", xp, dtype=X.dtype, n_features=X.shape[1])
@@ -90,12 +92,17 @@ def _prepare(kernel, X, Z, *others):
 
 def _operand(a, name, rows, dtype, xp):
     a = xp.asarray(a)
+    if a.dtype.kind not in "biufO":
+        raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
     if a.ndim == 1:
         a = a[:, None]
     if a.ndim != 2 or a.shape[0] != rows:
         raise ValueError(f"{name} must have {rows} rows, got shape {tuple(a.shape)}")
     if a.dtype != dtype:
-        a = a.astype(dtype)
+        try:
+            a = a.astype(dtype)
+        except (TypeError, ValueError) as exc:  # an object array of non-numbers
+            raise TypeError(f"{name} must hold real numbers ({exc})") from None
     return a
 
 
