@@ -94,8 +94,10 @@ class _NystromBase(EstimatorMixin):
         mi = self.maxiter
         if isinstance(mi, bool) or not isinstance(mi, (int, np.integer)) or mi < 1:
             raise ValueError(f"maxiter must be an integer >= 1, got {mi!r}")
-        if not isinstance(self.predictive_variance, (bool, np.bool_)):
-            raise TypeError(f"predictive_variance must be True or False, got {self.predictive_variance!r}")
+        for name in ("predictive_variance", "normalize_y"):  # the classifier has no normalize_y
+            value = getattr(self, name, False)
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"{name} must be True or False, got {value!r}")
         if self.amplitude is not None:
             check_positive(self.amplitude, "amplitude")
         if self.kernel is None:

@@ -200,10 +200,9 @@ def test_score_predict_and_metrics_with_cupy_chunks(client, problem):
         assert gpu.score(Xd, yh) == pytest.approx(want, rel=1e-8)  # host y, device predictions
         mean, std = gpu.predict(Xd, return_std=True)
         hmean, hstd = host.predict(Xn, return_std=True)
-        assert metrics.rmse(yd, mean) == pytest.approx(metrics.rmse(yn, hmean), rel=1e-8)
-        assert metrics.nlpd(yd, mean, std) == pytest.approx(metrics.nlpd(yh, hmean, hstd), rel=1e-8)
-        assert metrics.coverage(yd, mean, std) == metrics.coverage(yn, hmean, hstd)
-        assert datasets.nrmse(yd, mean) == pytest.approx(datasets.nrmse(yh, hmean), rel=1e-8)
+        for metric in (lambda a, m, s: metrics.rmse(a, m), metrics.nlpd, metrics.coverage,
+                       lambda a, m, s: datasets.nrmse(a, m)):
+            assert metric(yd, mean, std) == pytest.approx(metric(yh, hmean, hstd), rel=1e-8)
     labels = (yh > 0).astype(np.int64)
     ld = da.from_array(cp.asarray(labels), chunks=(ROWS,), asarray=False)
     ckw = dict(kernel=KERNEL, penalty=1e-3, centers=M, random_state=3)

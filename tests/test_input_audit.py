@@ -214,3 +214,18 @@ def test_ops_score_and_metrics_leave_inputs_unchanged(seed, how, n, d):
         np.testing.assert_array_equal(a, b)
         assert a.flags.writeable == flag
     np.testing.assert_array_equal(k.lengthscale, ell0)
+
+
+def test_more_options_name_themselves(data):
+    X, y = data
+    params = nh.Params.from_natural(1e-3, np.ones(D), X[:5])
+    with pytest.raises(TypeError, match="^tol must be a real number"):
+        nh.make_objective("stoch-prop", X, y, tol="a").value(params)
+    with pytest.raises(TypeError, match="^centers must hold real numbers"):
+        nh.Params.from_natural(1e-3, np.ones(D), np.array([["a"] * D] * 3))
+    with pytest.raises(TypeError, match="^centers must hold real numbers"):
+        nh.Params.from_natural(1e-3, np.ones(D), np.array([["a"] * D] * 3, dtype=object))
+    Zi = np.ones((3, D), dtype=int)
+    assert nh.Params.from_natural(1e-3, np.ones(D), Zi).centers.dtype == np.float64
+    with pytest.raises(TypeError, match="normalize_y must be True or False"):
+        nh.NystromKRR(centers=5, normalize_y="no").fit(X, y)
