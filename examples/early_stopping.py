@@ -15,8 +15,10 @@ of the full one):
 
 The test error at a rule's stop is that of ``tune(epochs=stop)`` (the same
 prefix and its best point); beside it the error after all 300 steps and
-after the 100 steps of the quality table.  Writes ``early_stopping.csv`` and
-``early_stopping.md``::
+after the 100 steps of the quality table.  Writes ``early_stopping.csv``,
+``early_stopping.md`` and the full runs' objective per step,
+``early_stopping_trajectories.csv`` (so another rule can be replayed on
+them without tuning again)::
 
     python examples/early_stopping.py            # 8 datasets, 3 seeds
     python examples/early_stopping.py --render   # the table from the CSV
@@ -39,6 +41,7 @@ from nyhopt.optim._stopping import DEFAULT_REL_DELTA, trend_stalled  # noqa: E40
 
 COLUMNS = ["dataset", "seed", "metric", "epochs", "full_best", "full_error", "classical_stop",
            "classical_error", "relative_stop", "relative_error", "e100_error"]
+TRAJECTORY_COLUMNS = ["dataset", "seed", "epoch", "objective"]
 RULES = (("classical", 0.0), ("relative", DEFAULT_REL_DELTA))
 
 
@@ -101,7 +104,9 @@ def one_problem(name, seed, args):
         k = stop_epoch(values, args.patience, rel)
         row[f"{label}_stop"], row[f"{label}_error"] = k, error_at(k)
     row["e100_error"] = error_at(min(100, args.epochs))
-    return row
+    trajectory = [{"dataset": name, "seed": seed, "epoch": k, "objective": repr(float(v))}
+                  for k, v in enumerate(values)]
+    return row, trajectory
 
 
 def render(rows, out: Path, args):
@@ -137,13 +142,16 @@ def main(argv=None):
     if args.render:
         rows = common.read_csv(raw)
     else:
-        rows = []
+        rows, trajectories = [], []
         for name in args.datasets:
             for seed in args.seeds:
-                rows.append(one_problem(name, seed, args))
-                common.log(args, f"{name:12s} seed {seed}: stops {rows[-1]['classical_stop']} / "
-                                 f"{rows[-1]['relative_stop']}")
+                row, trajectory = one_problem(name, seed, args)
+                rows.append(row)
+                trajectories += trajectory
+                common.log(args, f"{name:12s} seed {seed}: stops {row['classical_stop']} / "
+                                 f"{row['relative_stop']}")
                 common.write_csv(rows, COLUMNS, raw)
+                common.write_csv(trajectories, TRAJECTORY_COLUMNS, out / "early_stopping_trajectories.csv")
     if rows:
         render(rows, out, args)
     return rows

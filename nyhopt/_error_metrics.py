@@ -14,7 +14,7 @@ def _as_real_array(a, name):
     from .backend import as_native, to_numpy
 
     try:
-        arr = np.asarray(to_numpy(as_native(a, name)))
+        arr = to_numpy(as_native(a, name))
     except Exception as exc:
         raise TypeError(f"{name} must be array-like of real numbers") from exc
     if arr.dtype.kind not in "biuf":

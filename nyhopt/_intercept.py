@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import get_namespace
+from .backend import get_namespace, to_numpy
 from .ops import kernel_matrix, kmv
 from .solvers import jitter
 
@@ -48,7 +48,7 @@ def profile_intercept(kernel, X, Z, Y, alpha, penalty):
     Ka1 = Kmm @ alpha[:, p]
     gamma = float(R[:, p] @ R[:, p]) + nl * float(alpha[:, p] @ Ka1)
     num = R[:, :p].T @ R[:, p] + nl * (alpha[:, :p].T @ Ka1)
-    c = np.asarray(num.get() if hasattr(num, "get") else num, dtype=np.float64) / gamma
+    c = to_numpy(num, dtype=np.float64) / gamma
     if not (gamma > 0 and np.all(np.isfinite(c))):
         raise ValueError(f"the intercept is not determined (1^T (I - H) 1 = {gamma:.3g}); use a larger penalty "
                          "or no intercept")

@@ -40,8 +40,8 @@ def column_mean_std(A, xp):
     A64 = A.astype(xp.float64)
     s = pow2_scale(to_numpy(xp.max(xp.abs(A64), axis=0)))
     U = A64 / xp.asarray(s)
-    mean = np.asarray(to_numpy(U.mean(axis=0)), dtype=np.float64) * s
-    std = np.asarray(to_numpy(U.std(axis=0)), dtype=np.float64) * s
+    mean = to_numpy(U.mean(axis=0), dtype=np.float64) * s
+    std = to_numpy(U.std(axis=0), dtype=np.float64) * s
     return mean, std
 
 

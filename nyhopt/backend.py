@@ -157,8 +157,39 @@ def is_cupy_namespace(xp) -> bool:
     return getattr(xp, "__name__", "") == "cupy"
 
 
-def to_numpy(a):
-    """Return ``a`` as a NumPy array (copies device arrays to the host)."""
+def to_numpy(a, dtype=None):
+    """Return ``a`` as a NumPy array (copies device arrays to the host).
+
+    Parameters
+    ----------
+    a : array-like
+        A NumPy or CuPy array (copied to the host), or anything
+        :func:`numpy.asarray` takes: a list, a scalar, a Dask array of NumPy
+        chunks (computed).
+    dtype : data-type, optional
+        The dtype of the result.  The host array is cast only when its dtype
+        differs: a NumPy array that has it already is returned as it is, and
+        a CuPy array is copied to the host once (then cast there, so the
+        device holds no cast copy).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``a`` itself when it is a NumPy array of that dtype (do not modify it
+        in place unless the caller owns ``a``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nyhopt.backend import to_numpy
+    >>> a = np.arange(3.0)
+    >>> to_numpy(a) is a, to_numpy(a, dtype=np.float64) is a
+    (True, True)
+    >>> to_numpy([1, 2], dtype=np.float64)
+    array([1., 2.])
+    >>> to_numpy(np.float32(0.5), dtype=np.float64).dtype
+    dtype('float64')
+    """
     if _is_cupy_array(a):
-        return a.get()
-    return np.asarray(a)
+        a = a.get()
+    return np.asarray(a, dtype=dtype)

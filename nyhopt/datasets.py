@@ -159,7 +159,7 @@ class Dataset(NamedTuple):
         """
         from .backend import to_numpy
 
-        return np.asarray(to_numpy(y), dtype=np.float64) * self.y_std + self.y_mean
+        return to_numpy(y, dtype=np.float64) * self.y_std + self.y_mean
 
     def error(self, y_pred, y_true=None) -> float:
         """The paper's test error of standardized predictions.

@@ -49,6 +49,7 @@ import numpy as np
 from ._model_file import ESTIMATORS as _ESTIMATORS
 from ._model_file import FORMAT, VERSION, read_npz, validate_state
 from ._model_file import KERNELS as _KERNELS
+from .backend import to_numpy
 from .errors import DataError
 
 __all__ = ["DataError", "Table", "read_csv", "column_index", "numeric_columns", "save_model", "load_model"]
@@ -272,14 +273,10 @@ def _kernel_name(kernel) -> str:
 
 def _labels_array(classes):
     """Class labels as a NumPy array that needs no pickle (numbers or unicode)."""
-    arr = np.asarray(classes.get() if hasattr(classes, "get") else classes)
+    arr = to_numpy(classes)
     if arr.dtype.kind in "biuf":
         return arr
     return arr.astype(str)
-
-
-def _host64(a):
-    return np.asarray(a.get() if hasattr(a, "get") else a, dtype=np.float64)
 
 
 def _intercept_of(model):
@@ -299,20 +296,20 @@ def _model_state(model) -> dict:
     inner = getattr(model, "model_", None) if hyper else model
     if inner is None or not hasattr(inner, "alpha_"):
         raise ValueError(f"this {name} is not fitted; call fit before saving it")
-    alpha = _host64(inner.alpha_)
+    alpha = to_numpy(inner.alpha_, dtype=np.float64)
     d = int(inner.n_features_in_)
     was_1d = alpha.ndim == 1
     p = 1 if was_1d else alpha.shape[1]
-    y_mean = _host64(getattr(inner, "y_mean_", np.zeros(p))).reshape(-1)
-    y_scale = _host64(getattr(inner, "y_scale_", np.ones(p))).reshape(-1)
-    x_mean = _host64(getattr(model, "x_mean_", np.zeros(d))).reshape(-1)
-    x_scale = _host64(getattr(model, "x_scale_", np.ones(d))).reshape(-1)
+    y_mean = to_numpy(getattr(inner, "y_mean_", np.zeros(p)), dtype=np.float64).reshape(-1)
+    y_scale = to_numpy(getattr(inner, "y_scale_", np.ones(p)), dtype=np.float64).reshape(-1)
+    x_mean = to_numpy(getattr(model, "x_mean_", np.zeros(d)), dtype=np.float64).reshape(-1)
+    x_scale = to_numpy(getattr(model, "x_scale_", np.ones(d)), dtype=np.float64).reshape(-1)
     state = {
         "estimator": np.array(name),
         "kernel": np.array(_kernel_name(inner.kernel_)),
         "lengthscale": inner.kernel_.lengthscale_array(d),
         "penalty": np.array(float(inner.penalty), dtype=np.float64),
-        "centers": _host64(inner.centers_),
+        "centers": to_numpy(inner.centers_, dtype=np.float64),
         "alpha": alpha.reshape(alpha.shape[0], -1),
         "y_was_1d": np.array(was_1d),
         "x_mean": x_mean,
@@ -333,7 +330,7 @@ def _model_state(model) -> dict:
         state["classes"] = _labels_array(classes)
     vm = getattr(inner, "variance_model_", None)
     if vm is not None:
-        state["var_chol"] = _host64(vm.C)
+        state["var_chol"] = to_numpy(vm.C, dtype=np.float64)
         state["var_n_lam"] = np.array(float(vm.n_lam), dtype=np.float64)
         state["var_amplitude"] = np.array(float(vm.amplitude), dtype=np.float64)
     if hyper:

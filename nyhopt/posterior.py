@@ -61,6 +61,7 @@ from ._threads import cpu_threads
 from ._validation import check_real
 from .backend import get_namespace, to_numpy
 from .ops import kernel_matrix
+from .ops._blocks import KernelBlocks
 from .objectives._exact import cholesky, tri_solve
 from .solvers.direct import direct_factors, kmm_upper, whitened_moments
 
@@ -118,7 +119,7 @@ def amplitude_from_fit(yy, AY, C, n_lam, n, xp, YtY=None):
         F = yy - float(xp.sum(CiAY * CiAY))
     else:
         Q = CiAY.T @ CiAY
-        M = np.asarray(YtY, dtype=np.float64) - np.asarray(to_numpy(Q), dtype=np.float64)
+        M = np.asarray(YtY, dtype=np.float64) - to_numpy(Q, dtype=np.float64)
         p = M.shape[0] - 1
         F = float(np.sum(np.diag(M)[:p]) - np.sum(M[:p, p] ** 2) / M[p, p]) if M[p, p] > 0 else 0.0
     return max(F, 0.0) / (n * p * n_lam)
@@ -127,7 +128,7 @@ def amplitude_from_fit(yy, AY, C, n_lam, n, xp, YtY=None):
 def target_gram(Y, xp):
     """:math:`Y^TY` of targets ``Y`` (n,) or (n, p) in float64, a NumPy array (p, p)."""
     Y64 = Y.reshape(Y.shape[0], -1).astype(xp.float64, copy=False)
-    return np.asarray(to_numpy(Y64.T @ Y64), dtype=np.float64)
+    return to_numpy(Y64.T @ Y64, dtype=np.float64)
 
 
 def _check_amplitude(amplitude):
@@ -216,12 +217,12 @@ def block_whitened(block, shared):
     kernel, Z, Lt = shared
     xp = get_namespace(X)
     S, AY, yy = whitened_moments(kernel, X, xp.asarray(Z, dtype=X.dtype), Y, xp.asarray(Lt), xp)
-    return (np.asarray(to_numpy(S)), np.asarray(to_numpy(AY)), np.array([yy]), target_gram(Y, xp))
+    return (to_numpy(S), to_numpy(AY), np.array([yy]), target_gram(Y, xp))
 
 
-def _whiten(kernel, X, Z, vm, xp):
-    """``(k(X, X) diagonal or None, v = L^{-1}k(Z, X), w = C^{-1}v)`` for a row block, float64."""
-    Kt = kernel_matrix(kernel, Z, X).astype(xp.float64, copy=False)
+def _whiten(Kt, vm, xp):
+    """``(v = L^{-1}k(Z, X), w = C^{-1}v)`` for a row block, float64, from ``Kt = k(Z, X)``."""
+    Kt = Kt.astype(xp.float64, copy=False)
     V = tri_solve(vm.L, Kt, xp, overwrite=True)
     W = tri_solve(vm.C, V, xp)
     return V, W
@@ -231,19 +232,21 @@ def latent_variance(kernel, X, Z, vm: VarianceModel):
     """:math:`\\operatorname{var} f(x)` for every row of ``X`` (float64, shape (n,)), see the module notes.
 
     Row blocks of the memory budget; :math:`2m^2` flops per row in two
-    triangular solves, plus one kernel evaluation.
+    triangular solves, plus one kernel evaluation.  ``X`` and ``Z`` are
+    checked once, before the blocks (no host synchronization per block on a GPU).
     """
     xp = get_namespace(X, Z)
     n, m = X.shape[0], Z.shape[0]
-    Z = Z.astype(X.dtype, copy=False)
+    blocks = KernelBlocks(kernel, X, Z.astype(X.dtype, copy=False))
+    kxx_all = kernel.diag(blocks.X)
     out = xp.empty(n, dtype=xp.float64)
     b = block_rows(n, m, 8, n_temps=4)
     vm = vm._replace(L=xp.asarray(vm.L), C=xp.asarray(vm.C))  # factors fitted elsewhere move to X's device
     with cpu_threads("blas", xp):
         for lo in range(0, n, b):
             hi = min(n, lo + b)
-            V, W = _whiten(kernel, X[lo:hi], Z, vm, xp)
-            kxx = kernel.diag(X[lo:hi]).astype(xp.float64)
+            V, W = _whiten(blocks.rows_t(lo, hi), vm, xp)
+            kxx = kxx_all[lo:hi].astype(xp.float64)
             q = kxx - xp.sum(V * V, axis=0) + vm.n_lam * xp.sum(W * W, axis=0)
             out[lo:hi] = xp.maximum(q, 0.0)
     out *= vm.amplitude
@@ -256,7 +259,7 @@ def latent_covariance(kernel, X, Z, vm: VarianceModel):
     Z = Z.astype(X.dtype, copy=False)
     vm = vm._replace(L=xp.asarray(vm.L), C=xp.asarray(vm.C))
     with cpu_threads("blas", xp):
-        V, W = _whiten(kernel, X, Z, vm, xp)
+        V, W = _whiten(kernel_matrix(kernel, Z, X), vm, xp)
         cov = kernel_matrix(kernel, X, X).astype(xp.float64) - V.T @ V + vm.n_lam * (W.T @ W)
     cov = 0.5 * (cov + cov.T)
     cov *= vm.amplitude

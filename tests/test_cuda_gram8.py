@@ -230,3 +230,61 @@ def test_integer_tensor_core_gram_matches_the_host_route():
     G_host, _ = gram_matrix8(kernel, X, Z, block=20_000)
     G_dev, _ = gram_matrix8(kernel, cp.asarray(X), cp.asarray(Z), block=20_000)
     assert rel(cp.asnumpy(G_dev), G_host) < 1e-6
+
+
+# ------------------------------------------------------------ the once-per-device check
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_device_check_passes_and_is_kept(kind, monkeypatch):
+    """On a working device the route's check passes for every kernel, once per device and kind."""
+    cp = pytest.importorskip("cupy")
+    monkeypatch.setattr(gram8, "_CHECKED", {})
+    kernel, X, Z, _ = problem(kind, 5, n=400, m=50)
+    calls = []
+    real = gram8._device_mismatch
+    monkeypatch.setattr(gram8, "_device_mismatch", lambda *a: calls.append(1) or real(*a))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):
+            assert gram8.device_check(kernel, cp.asarray(X), cp.asarray(Z), cp)
+    assert calls == [1]
+    assert gram8.device_check(kernel, X, Z, np)  # the host route is exact by construction
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fault,message", [("products", "integer products"), ("digits", "digits"),
+                                           ("kernel", "kernel values"), ("error", "RuntimeError: status 15")])
+def test_a_failed_device_check_falls_back_to_float64_products(fault, message, monkeypatch):
+    """A device whose int8 route computes something else warns once, naming it, and gets float64 products."""
+    cp = pytest.importorskip("cupy")
+    monkeypatch.setattr(gram8, "_CHECKED", {})
+    monkeypatch.setattr(gram_mod, "TENSOR_CORES", "int8")
+    kernel, X, Z, U = problem("gaussian", 3, n=600, m=40)
+    Xd, Zd, Ud = cp.asarray(X), cp.asarray(Z), cp.asarray(U)
+    if fault == "products":
+        real = gram8._igemm_tn
+        monkeypatch.setattr(gram8, "_igemm_tn", lambda A, B, C, rows: real(A, B, C, rows - gram8.PAD))
+    elif fault == "digits":
+        real_split = gram8.split_digits
+        monkeypatch.setattr(gram8, "split_digits", lambda K, xp=np: real_split(K, xp)[::-1].copy())
+    elif fault == "kernel":
+        real_ref = gram8._reference.kernel_matrix
+        monkeypatch.setattr(gram8._reference, "kernel_matrix", lambda *a, **k: 0.5 * real_ref(*a, **k))
+    else:
+        def fail(*args):
+            raise RuntimeError("status 15")
+        monkeypatch.setattr(gram8, "_igemm_tn", fail)
+    with pytest.warns(RuntimeWarning, match=f"int8 tensor-core Gram route failed its check.*{message}"):
+        G, KtU = gram_mod.gram_matrix(kernel, Xd, Zd, Ud)
+    monkeypatch.setattr(gram_mod, "TENSOR_CORES", False)
+    G64, KtU64 = gram_mod.gram_matrix(kernel, Xd, Zd, Ud)
+    np.testing.assert_array_equal(cp.asnumpy(G), cp.asnumpy(G64))
+    np.testing.assert_array_equal(cp.asnumpy(KtU), cp.asnumpy(KtU64))
+    monkeypatch.setattr(gram_mod, "TENSOR_CORES", "int8")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once: the verdict is kept
+        gram_mod.gram_matrix(kernel, Xd, Zd, Ud)

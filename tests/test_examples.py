@@ -201,6 +201,11 @@ def test_early_stopping_quick(tmp_path):
     assert 0.0 < rows[0]["relative_error"] < 1.5
     md = (tmp_path / "early_stopping.md").read_text()
     assert md.startswith("<!-- ") and "| mg | rmse |" in md
+    saved = mod.common.read_csv(tmp_path / "early_stopping_trajectories.csv")
+    assert [int(r["epoch"]) for r in saved] == list(range(len(saved))) and 1 < len(saved) <= 13
+    values = [float(r["objective"]) for r in saved]  # the stops replay from the stored trajectory
+    for label, rel in mod.RULES:
+        assert mod.stop_epoch(values, 2, rel) == rows[0][f"{label}_stop"]
     assert mod.main(["--quick", "--quiet", "--out", str(tmp_path), "--render"])[0]["dataset"] == "mg"
     # the replay is the loop's rule: a stopped tune ends where stop_epoch says
     assert mod.stop_epoch([3.0, 2.0, 2.5, 2.4, 2.6, 2.7], 2, 0.0) == 3

@@ -16,12 +16,7 @@ from ..backend import get_namespace, to_numpy
 __all__ = ["prepare_block", "block_normal", "block_gram", "block_kmtv", "block_kmv", "block_moments",
            "block_scale_targets", "block_with_probes", "block_u_pass", "block_adjoint", "block_sq_residuals",
            "block_rows", "block_with_ones", "block_intercept_stats", "target_columns",
-           "standardize_columns", "take", "host64"]
-
-
-def host64(a):
-    """A block's result (NumPy, or CuPy for CuPy chunks) as a float64 NumPy array."""
-    return np.asarray(to_numpy(a), dtype=np.float64)
+           "standardize_columns", "take"]
 
 
 def _local(block, shared):
@@ -46,7 +41,7 @@ def block_normal(block, shared, V, use_y, kv):
     """Partial ``(K^T K V, K^T Y or None)`` of one block, plus ``K V`` (kept on the worker) when ``kv``."""
     X, Y, xp, kernel, Z = _local(block, shared)
     res = ops.normal_matvec(kernel, X, Z, xp.asarray(V, dtype=X.dtype), Y if use_y else None, kv=kv)
-    partial = (host64(res[0]), host64(res[1]) if use_y else None)
+    partial = (to_numpy(res[0], dtype=np.float64), to_numpy(res[1], dtype=np.float64) if use_y else None)
     return (partial, res[2]) if kv else partial
 
 
@@ -61,15 +56,15 @@ def block_gram(block, shared, use_y, tensor_cores):
     X, Y, xp, kernel, Z = _local(block, shared)
     G, KtY = _gram.gram_matrix(kernel, X, Z, Y if use_y else None, tensor_cores=tensor_cores)
     if not use_y:
-        return (host64(G), None, None, None)
+        return (to_numpy(G, dtype=np.float64), None, None, None)
     ww, wlast = target_sums(Y, xp, cross=True)
-    return (host64(G), host64(KtY), host64(ww), host64(wlast))
+    return tuple(to_numpy(a, dtype=np.float64) for a in (G, KtY, ww, wlast))
 
 
 def block_kmtv(block, shared, U=None):
     """Partial ``(K^T U,)`` of one block; ``U`` is the block's targets when None."""
     X, Y, xp, kernel, Z = _local(block, shared)
-    return (host64(ops.kmtv(kernel, X, Z, Y if U is None else U)),)
+    return (to_numpy(ops.kmtv(kernel, X, Z, Y if U is None else U), dtype=np.float64),)
 
 
 def block_kmv(block, shared, V):
@@ -81,7 +76,7 @@ def block_kmv(block, shared, V):
 def block_moments(block, center):
     """Partial ``(sum (Y - center), sum (Y - center)^2)`` per target column, float64."""
     Y = block[1].astype(np.float64) - get_namespace(block[1]).asarray(center)
-    return (host64(Y.sum(axis=0)), host64((Y * Y).sum(axis=0)))
+    return (to_numpy(Y.sum(axis=0), dtype=np.float64), to_numpy((Y * Y).sum(axis=0), dtype=np.float64))
 
 
 def block_scale_targets(block, mean, scale):
@@ -125,10 +120,10 @@ def block_u_pass(block, shared, a, normal, plain, cross=False):
     KtKa = KtW = None
     if normal:
         KtKa, KtW, u = ops.normal_matvec(kernel, X, Z, V, W, kv=True)
-        KtKa, KtW = host64(KtKa), host64(KtW)
+        KtKa, KtW = to_numpy(KtKa, dtype=np.float64), to_numpy(KtW, dtype=np.float64)
     else:
         u = ops.kmv(kernel, X, Z, V)
-    stats = tuple(None if s is None else host64(s) for s in column_stats(W, u, xp, plain, cross))
+    stats = tuple(None if s is None else to_numpy(s, dtype=np.float64) for s in column_stats(W, u, xp, plain, cross))
     return (KtKa, KtW) + stats, u
 
 
@@ -146,13 +141,13 @@ def block_adjoint(block, shared, beta, a, wrt, u):
         a64 = xp.asarray(a, dtype=np.float64)
         kg = ops.adjoint_residual(kernel, X, Z, (2.0 * scale(W.astype(np.float64))).astype(X.dtype),
                                   (2.0 * scale(a64)).astype(X.dtype), xp.asarray(a, dtype=X.dtype), wrt=wrt)
-        return (None if kg.lengthscale is None else host64(kg.lengthscale),
-                None if kg.centers is None else host64(kg.centers))
+        return (None if kg.lengthscale is None else to_numpy(kg.lengthscale, dtype=np.float64),
+                None if kg.centers is None else to_numpy(kg.centers, dtype=np.float64))
     R2 = 2.0 * (W.astype(np.float64) - u.astype(np.float64))
     P = scale(R2)
     kg = ops.adjoint_lowrank(kernel, X, Z, P.astype(X.dtype), xp.asarray(a, dtype=X.dtype), wrt=wrt)
-    return (None if kg.lengthscale is None else host64(kg.lengthscale),
-            None if kg.centers is None else host64(kg.centers))
+    return (None if kg.lengthscale is None else to_numpy(kg.lengthscale, dtype=np.float64),
+            None if kg.centers is None else to_numpy(kg.centers, dtype=np.float64))
 
 
 def block_sq_residuals(block, shared, alpha):
@@ -161,7 +156,7 @@ def block_sq_residuals(block, shared, alpha):
     k = alpha.shape[1]
     F = ops.kmv(kernel, X, Z, xp.asarray(alpha, dtype=X.dtype))
     R = (F - W[:, W.shape[1] - k:]).astype(np.float64)
-    return (host64((R * R).sum(axis=0)),)
+    return (to_numpy((R * R).sum(axis=0), dtype=np.float64),)
 
 
 def block_with_ones(block):
@@ -175,12 +170,12 @@ def block_intercept_stats(block, shared, alpha):
     """Partial ``(R^T r_1,)`` float64 (p + 1,) with ``R = [Y | 1] - K alpha`` (the last column is ``r_1``)."""
     X, W, xp, kernel, Z = _local(block, shared)
     R = (W - ops.kmv(kernel, X, Z, xp.asarray(alpha, dtype=X.dtype))).astype(np.float64)
-    return (host64(R.T @ R[:, -1]),)
+    return (to_numpy(R.T @ R[:, -1], dtype=np.float64),)
 
 
 def block_rows(block, local):
     """Rows ``local`` (indices within the block) of the block's ``X``, on the host."""
-    return np.asarray(to_numpy(block[0][get_namespace(block[0]).asarray(local)]))
+    return to_numpy(block[0][get_namespace(block[0]).asarray(local)])
 
 
 def take(pair, i):

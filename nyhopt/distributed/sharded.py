@@ -33,6 +33,7 @@ from .._validation import check_matrix
 from ..backend import get_namespace, is_cupy_namespace
 from ..ops import gram as _gram
 from ..ops.operator import FitPass, check_policy, gram_now, gram_stats, gram_stats_trusted
+from ..backend import to_numpy
 from ..kernels import Kernel, KernelGrad
 from ..kernels._base import check_finite_grad
 from . import _blocks, _cost
@@ -446,7 +447,7 @@ class ShardedOperator:
     def __init__(self, data, kernel, Z, *, gram="auto", owns_data=False):
         if not isinstance(kernel, Kernel):
             raise TypeError(f"kernel must be a Kernel, got {type(kernel).__name__}")
-        Z = np.asarray(Z.get() if hasattr(Z, "get") else Z)
+        Z = to_numpy(Z)
         if Z.ndim != 2 or Z.shape[1] != data.d:
             raise ValueError(f"Z must have shape (m, {data.d}), got {Z.shape}")
         self.data, self.kernel = data, kernel
@@ -484,7 +485,7 @@ class ShardedOperator:
         return Y, self.data.p
 
     def _v(self, V, name="V"):
-        V = np.asarray(V.get() if hasattr(V, "get") else V)
+        V = to_numpy(V)
         V2 = V[:, None] if V.ndim == 1 else V
         if V2.ndim != 2 or V2.shape[0] != self.shape[1]:
             raise ValueError(f"{name} must have {self.shape[1]} rows, got shape {V.shape}")

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import dask.array as da
 import numpy as np
 
+from ..backend import to_numpy
 from ..kernels import Kernel, make_kernel
 from ..params import Params
 from ..optim._targets import TargetEncoding
@@ -80,7 +81,7 @@ def _resolve_task(y, task, client):
 def _encode(y, dtype, client):
     """Standardized targets (a lazy dask array, n x p) with moments from one Dask reduction."""
     Y = (y[:, None] if y.ndim == 1 else y).astype(np.float64)
-    mean, var = (_blocks.host64(v) for v in client.compute([Y.mean(axis=0), Y.var(axis=0)], sync=True))
+    mean, var = (to_numpy(v, dtype=np.float64) for v in client.compute([Y.mean(axis=0), Y.var(axis=0)], sync=True))
     std = np.sqrt(var)
     if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std))):
         raise ValueError("y contains NaN or infinity (or values whose variance overflows float64)")
@@ -209,7 +210,7 @@ def dask_standardization(X, client=None):
     client = resolve_client(client)
     _check_dask_matrix(X)
     X64 = X.astype(np.float64)
-    mean, var = (_blocks.host64(v) for v in client.compute([X64.mean(axis=0), X64.var(axis=0)], sync=True))
+    mean, var = (to_numpy(v, dtype=np.float64) for v in client.compute([X64.mean(axis=0), X64.var(axis=0)], sync=True))
     std = np.sqrt(var)
     if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std))):
         raise ValueError("X contains NaN or infinity (or values whose variance overflows float64)")

@@ -94,7 +94,7 @@ import numpy as np
 
 from .._validation import check_matrix, check_positive, check_targets, reject_bool
 from .._threads import cpu_threads
-from ..backend import get_namespace
+from ..backend import get_namespace, to_numpy
 from ..kernels import Kernel, KernelGrad, make_kernel
 from ..kernels._base import check_finite_grad
 from ..ops import adjoint_dense, adjoint_factored, adjoint_lowrank
@@ -303,7 +303,7 @@ def params_gradient(kernel, Z, cotangents, params, wrt=WRT_ALL, xp=np) -> Params
             else:
                 kg = adjoint_lowrank(kernel, block.X, Z, block.P, block.Q, wrt=kwrt)
             if kg.lengthscale is not None:
-                g_ell = g_ell + _host(kg.lengthscale)
+                g_ell = g_ell + to_numpy(kg.lengthscale, dtype=np.float64)
             if kg.centers is not None:
                 g_z += kg.centers
         if cotangents.mm is not None:
@@ -311,7 +311,7 @@ def params_gradient(kernel, Z, cotangents, params, wrt=WRT_ALL, xp=np) -> Params
             Gmm = xp.asarray(cotangents.mm)
             kg = adjoint_dense(kernel, Z, Z, Gmm, wrt=mwrt)
             if kg.lengthscale is not None:
-                g_ell = g_ell + _host(kg.lengthscale)
+                g_ell = g_ell + to_numpy(kg.lengthscale, dtype=np.float64)
             if kg.centers is not None:
                 g_z += kg.centers + kg.X
     g_log_lam = (params.penalty * float(cotangents.penalty) + float(cotangents.log_penalty)
@@ -321,10 +321,6 @@ def params_gradient(kernel, Z, cotangents, params, wrt=WRT_ALL, xp=np) -> Params
     check_finite_grad(KernelGrad(g_ell, g_z, None), xp)  # a clear error, not a NaN step
     return Params(np.asarray(g_log_lam, dtype=np.float64), g_log_ell.reshape(ell.shape), g_z,
                   np.asarray(g_log_amp, dtype=np.float64))
-
-
-def _host(a) -> np.ndarray:
-    return np.asarray(a.get() if hasattr(a, "get") else a, dtype=np.float64)
 
 
 

@@ -62,6 +62,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..backend import to_numpy
 from ..errors import IllConditionedError
 from ._base import MEANS, check_mean
 from ._exact import Fit, _sumsq, factorize, fit
@@ -111,10 +112,6 @@ class MeanFit(NamedTuple):
     def extra_dim(self) -> float:
         """:math:`\\|v\\|^2/\\gamma`, what the constant adds to :math:`\\mathrm{Tr}\\,H`."""
         return self.vv / self.gamma
-
-
-def _host(a):
-    return np.asarray(a.get() if hasattr(a, "get") else a, dtype=np.float64)
 
 
 def fit_targets(Y, mean, xp):
@@ -168,7 +165,8 @@ def centered_fit(fac, Y, xp, Ya=None) -> MeanFit:
         raise IllConditionedError(f"the constant mean is not determined (1^T (I - H) 1 = {gamma}); "
                                   "use mean='zero' or a larger penalty")
     # v^T Y = 1^T (I - H) Y = R_1^T R_Y + n lam beta_1^T beta_Y
-    c = (_host(R64[:, :p].T @ v) + fac.n_lam * _host(b64[:, :p].T @ b1)) / gamma
+    c = (to_numpy(R64[:, :p].T @ v, dtype=np.float64)
+         + fac.n_lam * to_numpy(b64[:, :p].T @ b1, dtype=np.float64)) / gamma
     cd = xp.asarray(c)
     Yt = Y - cd.astype(Y.dtype)[None, :]
     cols = lambda a: a[:, :p] - a[:, p:] @ cd[None, :].astype(a.dtype)  # noqa: E731 - (.)_Y - (.)_1 c^T

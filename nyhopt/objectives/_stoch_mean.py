@@ -45,6 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..backend import to_numpy
 from ..errors import IllConditionedError
 
 __all__ = ["ConstantMean", "profile_constant", "constant_gamma"]
@@ -73,10 +74,6 @@ class ConstantMean(NamedTuple):
     extra_dim: float
 
 
-def _host(a):
-    return np.asarray(a.get() if hasattr(a, "get") else a, dtype=np.float64)
-
-
 def profile_constant(cross, b, c, weights, k, p, xp) -> ConstantMean:
     """The constant from the fit pass of ``W = [V | Y | 1]`` (n, k + p + 1).
 
@@ -85,13 +82,13 @@ def profile_constant(cross, b, c, weights, k, p, xp) -> ConstantMean:
     placement of the data), ``b`` the whitened coefficients, ``c = n lam``.
     """
     o = k + p
-    e = _host(cross) + _host(c * (b.T @ b[:, o]))
+    e = to_numpy(cross, dtype=np.float64) + to_numpy(c * (b.T @ b[:, o]), dtype=np.float64)
     gamma = float(e[o])
     if not (gamma > 0.0 and math.isfinite(gamma)):
         raise IllConditionedError(f"stoch-prop: the constant mean is not determined (1^T (I - H) 1 ~ {gamma}); "
                                   "use mean='zero' or a larger penalty")
     ct = e[k:o] / gamma
-    extra = float(np.sum(_host(weights) * e[:k] ** 2)) / gamma
+    extra = float(np.sum(to_numpy(weights, dtype=np.float64) * e[:k] ** 2)) / gamma
     return ConstantMean(e, gamma, ct, float(np.sum(e[k:o] ** 2)) / gamma, extra)
 
 
@@ -109,8 +106,8 @@ def constant_gamma(cm: ConstantMean, beta, sg, sd, weights, k, p, xp):
     """
     o = k + p
     G = np.zeros((o + 1, o + 1))
-    G[np.arange(o), np.arange(o)] = _host(beta)
+    G[np.arange(o), np.arange(o)] = to_numpy(beta, dtype=np.float64)
     G[k:o, o] = G[o, k:o] = sg * cm.c
-    G[:k, o] = G[o, :k] = -sd * _host(weights) * cm.e[:k] / cm.gamma
+    G[:k, o] = G[o, :k] = -sd * to_numpy(weights, dtype=np.float64) * cm.e[:k] / cm.gamma
     G[o, o] = -sg * float(np.sum(cm.c**2)) + sd * cm.extra_dim / cm.gamma
     return xp.asarray(G)

@@ -131,13 +131,30 @@ def kernel_matrix(kernel, X, Z=None, *, out=None, copy=None):
     """
     symmetric = Z is None or Z is X
     xp, X, Z, ell = _prepare(kernel, X, X if Z is None else Z)
-    impl = _module("kernel_matrix", xp)
     n, m = X.shape[0], Z.shape[0]
     for name, a in (("out", out), ("copy", copy)):
         if a is not None and (is_cupy_namespace(xp) or not isinstance(a, np.ndarray) or a.shape != (n, m)
                               or a.dtype != X.dtype or not a.flags.c_contiguous or not a.flags.writeable):
             raise ValueError(f"{name} must be a writeable C-contiguous NumPy array of shape {(n, m)} and "
                              f"dtype {X.dtype}")
+    return _kernel_block(kernel, X, Z, ell, xp, symmetric=symmetric, out=out, copy=copy)
+
+
+def _kernel_block(kernel, X, Z, ell, xp, *, symmetric=False, out=None, copy=None, dot=None):
+    """:func:`kernel_matrix` of arrays that are valid already: the same implementation, no checks.
+
+    ``X``, ``Z``, ``ell`` and ``xp`` as :func:`_prepare` returns them (and
+    ``out``, ``copy`` as :func:`kernel_matrix` checks them).  Validation reads
+    the whole input and, on a GPU, waits for the device (a host
+    synchronization per check); loops over row blocks validate once and
+    call this for each block (:class:`nyhopt.ops._blocks.KernelBlocks`).  ``dot``: the GPU's
+    choice of the GEMM form of the distances made once for all the blocks
+    (:func:`nyhopt.ops._blocks.dot_safe`); None decides per block.
+    """
+    impl = _module("kernel_matrix", xp)
+    n, m = X.shape[0], Z.shape[0]
+    if dot is not None and is_cupy_namespace(xp) and not symmetric:
+        return impl(kernel, X, Z, ell, xp, dot=dot)
     fused = impl is not _reference.kernel_matrix and not symmetric
     if symmetric or not _split_rows(xp, n, m) or impl is _reference.kernel_matrix:
         if out is not None and fused:

@@ -137,7 +137,7 @@ def _grid(b, m):
 class _Points:
     """Scaled, centered rows and centers of one call, with the squared norms of the GEMM form."""
 
-    def __init__(self, kernel, X, Z, ell, xp):
+    def __init__(self, kernel, X, Z, ell, xp, dot=None):
         self.kernel, self.xp, self.X, self.Z, self.ell = kernel, xp, X, Z, ell
         self.Xs, self.Zt = _scaled_inputs(X, Z, ell, xp)
         self.dot = _uses_dot(kernel)
@@ -146,7 +146,8 @@ class _Points:
             self.xn = (self.Xs * self.Xs).sum(axis=1)
             self.zn = (self.Zt * self.Zt).sum(axis=0)
             # An overflowing norm would give inf - inf = NaN: sum differences instead (as the reference).
-            self.dot = bool(xp.isfinite(self.xn.sum() + self.zn.sum()))
+            # ``dot=True``: the caller bounded the norms of all its blocks at once (nyhopt.ops._blocks.dot_safe).
+            self.dot = dot is True or bool(xp.isfinite(self.xn.sum() + self.zn.sum()))
         self.exact = not self.dot and _fused(kernel, X, FUSED_BLOCK_MAX_D)
 
     def block(self, sl, out):
@@ -246,12 +247,13 @@ def kernel_block_digits(kernel, X, Z, ell, xp):
     return _Points(kernel, X, Z, ell, xp)
 
 
-def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False):
+def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False, dot=None):
     """Dense ``k(X, Z)`` (n, m) in the dtype of ``X``.
 
     With ``symmetric`` the exact-difference kernel runs on the same rounded
     numbers on both sides, so ``k(X, X)`` is exactly symmetric with a unit
-    diagonal.
+    diagonal.  ``dot=True``: the squared norms are known not to overflow
+    (no check, no host synchronization; see :class:`_Points`).
     """
     if symmetric:
         if not _fused(kernel, X, FUSED_BLOCK_MAX_D):
@@ -264,7 +266,7 @@ def kernel_matrix(kernel, X, Z, ell, xp, symmetric=False):
             fn = get_function("kernel_block", X.dtype, kernel.kind)
             fn(_grid(n, n), _BLOCK, (Xs, Zt, out, _i32(n), _i32(n), _i32(X.shape[1])))
         return out
-    pts = _Points(kernel, X, Z, ell, xp)
+    pts = _Points(kernel, X, Z, ell, xp, dot)
     if not (pts.dot or pts.exact):
         return _reference.kernel_matrix(kernel, X, Z, ell, xp)
     return pts.block(slice(0, X.shape[0]), xp.empty((X.shape[0], Z.shape[0]), dtype=X.dtype))

@@ -36,6 +36,7 @@ from .._config import block_rows, cache_fits
 from .._parallel import map_ranges, min_rows, sum_ranges
 from ..backend import get_namespace, is_cupy_namespace
 from . import _operand, half, kernel_matrix
+from ._blocks import KernelBlocks
 from .gram import RANGE_ROWS
 
 __all__ = ["CachedKernel", "CACHE_POLICIES", "check_cache_policy", "cache_storage"]
@@ -138,8 +139,9 @@ class CachedKernel:
         xp, (n, m) = self.xp, (X.shape[0], Z.shape[0])
         Kt = xp.empty((m, n), dtype=half.STORAGE)
         step = max(RANGE_ROWS, block_rows(n, m, self.dtype.itemsize, n_temps=2))
+        blocks = KernelBlocks(kernel, X, Z)  # checked once, not per block
         for lo in range(0, n, step):
-            Kt[:, lo:lo + step] = kernel_matrix(kernel, Z, X[lo:lo + step]).astype(half.STORAGE)
+            Kt[:, lo:lo + step] = blocks.rows_t(lo, min(lo + step, n)).astype(half.STORAGE)
         return Kt
 
     @property

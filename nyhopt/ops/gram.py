@@ -17,10 +17,11 @@ float32 protein data with a float32 Gram matrix, and converges with a float64
 one; the streaming passes, whose errors scale with :math:`\|K V\|`, do not
 need this).
 
-On a GPU, float32 data can take a tensor-core route, chosen by
-:data:`TENSOR_CORES`: ``"int8"`` (:mod:`nyhopt.ops.gram8`: each kernel value
-as three 8-bit digits, integer products with exact sums, added in float64:
-as accurate as the float32 kernel, with no bias) or ``"float16"``
+On a GPU, float32 data take a tensor-core route, chosen by
+:data:`TENSOR_CORES`: ``"int8"``, the default (:mod:`nyhopt.ops.gram8`: each
+kernel value as three 8-bit digits, integer products with exact sums, added
+in float64: as accurate as the float32 kernel, with no bias; checked once
+per device by :func:`nyhopt.ops.gram8.device_check`) or ``"float16"``
 (:mod:`nyhopt.ops.gram16`: float16 hi/lo parts with the tensor cores'
 truncated float32 sums, biased low at large ``n``: kept to measure against);
 ``False``: float64 products, as on the CPU.
@@ -46,14 +47,15 @@ from .._config import block_rows
 from .._parallel import sum_ranges
 from .._threads import cpu_threads
 from ..backend import is_cupy_namespace
-from . import _operand, _prepare, kernel_matrix
+from . import _operand, _prepare
+from ._blocks import KernelBlocks
 
 __all__ = ["gram_matrix", "block_gram", "tensor_core_route", "tensor_core_setting", "TENSOR_CORES"]
 
-#: On a GPU, how the Gram matrix of float32 data is formed (read at each call): ``"int8"``
-#: (:mod:`nyhopt.ops.gram8`), ``"float16"`` (:mod:`nyhopt.ops.gram16`) or ``False`` (float64
-#: products; the default until the int8 route is measured on a device, docs/solvers.md).
-TENSOR_CORES = False
+#: On a GPU, how the Gram matrix of float32 data is formed (read at each call): ``"int8"`` (the
+#: default: :mod:`nyhopt.ops.gram8`, after its once-per-device check, float64 products if that
+#: fails), ``"float16"`` (:mod:`nyhopt.ops.gram16`) or ``False`` (float64 products).
+TENSOR_CORES = "int8"
 
 _ROUTES = (False, "int8", "float16")
 
@@ -140,9 +142,11 @@ def gram_matrix(kernel, X, Z, U=None, *, tensor_cores=None):
     xp, X, Z, _ = _prepare(kernel, X, Z, (U, "U"))
     route = tensor_core_route(X.dtype, xp, tensor_cores)
     if route == "int8":
-        from .gram8 import gram_matrix8
+        from .gram8 import device_check, gram_matrix8
 
-        return gram_matrix8(kernel, X, Z, U)
+        if device_check(kernel, X, Z, xp):
+            return gram_matrix8(kernel, X, Z, U)
+        route = None
     if route == "float16":
         from .gram16 import gram_matrix16
 
@@ -153,10 +157,11 @@ def gram_matrix(kernel, X, Z, U=None, *, tensor_cores=None):
     G = xp.zeros((m, m), dtype=xp.float64)
     KtU = None if U2 is None else xp.zeros((m, k), dtype=xp.float64)
     b = block_rows(n, m, X.dtype.itemsize, n_temps=1, per_row=k)
+    blocks = KernelBlocks(kernel, X, Z, checked=True)  # validated above: no checks per block
     with cpu_threads("pool", xp):
         for lo in range(0, n, b):
             hi = min(n, lo + b)
-            g, ku = block_gram(kernel_matrix(kernel, X[lo:hi], Z), None if U2 is None else U2[lo:hi], xp)
+            g, ku = block_gram(blocks.rows(lo, hi), None if U2 is None else U2[lo:hi], xp)
             G += g
             if KtU is not None:
                 KtU += ku

@@ -67,6 +67,8 @@ True
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .._config import block_rows
@@ -74,7 +76,7 @@ from ..backend import is_cupy_namespace
 from . import _cublas, _operand, _prepare, _reference
 
 __all__ = ["BLOCK_ROWS", "PAD", "BASE0", "BASE", "split_digits", "join_digits", "digit_products",
-           "add_digit_products", "gram_matrix8"]
+           "add_digit_products", "gram_matrix8", "device_check"]
 
 #: Most rows per integer product: every int32 sum stays below ``BLOCK_ROWS * 127^2 < 2^31``.
 BLOCK_ROWS = 1 << 16
@@ -267,3 +269,84 @@ def gram_matrix8(kernel, X, Z, U=None, *, block=None):
     if KtU is not None and xp.asarray(U).ndim == 1:
         KtU = KtU[:, 0]
     return G, KtU
+
+
+#: Rows and centers of :func:`device_check`'s sample (no multiple of :data:`PAD`).
+CHECK_ROWS, CHECK_CENTERS = 203, 37
+#: Largest difference of :func:`device_check`'s float32 kernel values (in [0, 1]) from the
+#: reference evaluation of the same points: room for float32 cancellation in distances
+#: from a GEMM; a wrong layout or formula is off by O(1).
+CHECK_KERNEL_TOL = 1e-3
+
+_CHECKED = {}
+
+
+def device_check(kernel, X, Z, xp):
+    r"""Whether the int8 route computes, on the current GPU, what its host model computes.
+
+    Run once per device and kernel kind (the result is kept for the
+    process), on the first :data:`CHECK_ROWS` rows of ``X`` and
+    :data:`CHECK_CENTERS` rows of ``Z``: the digits ``nh_kernel_digits``
+    writes must be exactly :func:`split_digits` of the float32 values it
+    leaves (zero in the padding), the integer products of
+    :func:`digit_products` exactly the float64 products of the same digits,
+    and the float32 values within :data:`CHECK_KERNEL_TOL` of the
+    reference kernel.  A failure (or an error of cuBLAS or the kernel) warns
+    once with what failed and returns False: the caller then forms
+    :math:`G` in float64 products.  Always True on the host, whose route is
+    exact by construction.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X, Z : CuPy arrays (n, d), (m, d), float32, already validated
+    xp : module
+    """
+    if not is_cupy_namespace(xp) or X.shape[0] == 0 or Z.shape[0] == 0:
+        return True
+    key = (int(xp.cuda.Device().id), kernel.kind)
+    if key not in _CHECKED:
+        try:
+            failed = _device_mismatch(kernel, X[:CHECK_ROWS], Z[:CHECK_CENTERS], xp)
+        except Exception as exc:  # a cuBLAS status or a launch failure: the route does not run here
+            failed = f"{type(exc).__name__}: {exc}"
+        if failed:
+            warnings.warn(f"nyhopt: the int8 tensor-core Gram route failed its check on GPU {key[0]} "
+                          f"({failed}); Gram matrices there are formed in float64 products "
+                          "(nyhopt.ops.gram.TENSOR_CORES = False chooses that without the check)",
+                          RuntimeWarning, stacklevel=3)
+        _CHECKED[key] = not failed
+    return _CHECKED[key]
+
+
+def _device_mismatch(kernel, X, Z, xp):
+    """What of :func:`device_check` fails on ``X``, ``Z`` (an empty string when nothing does).
+
+    The device runs only what the route runs (the digits kernel, the integer
+    products); the references are computed on the host from copies of the
+    few rows, so that the check compiles nothing of its own.
+    """
+    from ._cupy import kernel_block_digits
+
+    ell = kernel.lengthscale_array(X.shape[1])
+    b, m = X.shape[0], Z.shape[0]
+    mp, ld = _ceil(m), _ceil(b)
+    Kt = xp.empty((m, b), dtype=xp.float32)
+    D = xp.zeros((3, mp, ld), dtype=xp.int8)
+    D[:, :m] = 7  # the kernel must overwrite the padding columns too
+    kernel_block_digits(kernel, X, Z, ell, xp).block_digits(slice(0, b), Kt, D)
+    C1, C2 = xp.empty((3, mp, mp), dtype=xp.int32), xp.empty((mp, mp), dtype=xp.int32)
+    digit_products(D, ld, C1, C2, xp)
+    Kt, D, C1, C2 = (a.get() for a in (Kt, D, C1, C2))
+    want = _reference.kernel_matrix(kernel, X.get(), Z.get(), ell, np)
+    if not np.abs(Kt.astype(np.float64) - want.T).max() <= CHECK_KERNEL_TOL:
+        return "kernel values"
+    digits = np.zeros_like(D)
+    digits[:, :m, :b] = split_digits(Kt)
+    if not np.array_equal(D, digits):
+        return "digits"
+    A = D.astype(np.float64)
+    if not (np.array_equal(C1, (A.reshape(3 * mp, ld) @ A[0].T).reshape(3, mp, mp))
+            and np.array_equal(C2, A[1] @ A[1].T)):
+        return "integer products"
+    return ""

@@ -38,7 +38,7 @@ _FIELDS = ("log_penalty", "log_lengthscale", "centers", "log_amplitude")
 
 def _params_arrays(prefix, params, out):
     for f in _FIELDS:
-        out[f"{prefix}.{f}"] = np.asarray(to_numpy(getattr(params, f)), dtype=np.float64)
+        out[f"{prefix}.{f}"] = to_numpy(getattr(params, f), dtype=np.float64)
 
 
 def _params_from(prefix, data, like):
@@ -197,7 +197,7 @@ class Checkpointer:
                             "validation_coverage": _float(r.validation_coverage)})
         beta = getattr(objective, "_beta", None)
         if beta is not None:
-            arrays["warm_start"] = np.asarray(to_numpy(beta))
+            arrays["warm_start"] = to_numpy(beta)
         meta = {"format": FORMAT, "signature": self.signature, "rng": self._rng_state,
                 "next_epoch": int(next_epoch), "adam_step": int(state.step), "history": records,
                 "best_value": _float(best_value), "best_epoch": int(best_epoch), "stale": int(stale),

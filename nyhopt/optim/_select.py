@@ -221,7 +221,7 @@ def _validation_score(result, X_val, y_val, task, error):
     if task != "classification" or not math.isfinite(error):
         return error
     model = result.model
-    scores = to_numpy(model.decision_function(X_val)).astype(np.float64)
+    scores = to_numpy(model.decision_function(X_val), dtype=np.float64)
     labels, classes = to_numpy(y_val).reshape(-1), to_numpy(model.classes_)
     # A label absent from the training part matches no class: its target is 0 (one-hot: all zeros).
     where = np.clip(np.searchsorted(classes, labels), 0, classes.size - 1)

@@ -27,7 +27,7 @@ import numpy as np
 
 from .._estimator_params import check_feature_names_arg
 from .._validation import check_labels, check_matrix
-from ..backend import as_native, get_namespace, is_cupy_namespace
+from ..backend import as_native, get_namespace, is_cupy_namespace, to_numpy
 from ..kernels import Kernel, make_kernel
 from ..params import Params
 from ..placement import on_cluster
@@ -129,7 +129,7 @@ class TuneResult(NamedTuple):
 
 def _warn_auto_classification(y):
     """Warn when ``task="auto"`` took numbers for class labels (text and booleans are plainly labels)."""
-    arr = y.get() if hasattr(y, "get") else np.asarray(y)
+    arr = to_numpy(y)
     if arr.dtype.kind in "iuf":
         warnings.warn(
             f"task='auto': y holds {np.unique(arr).size} distinct integer values, so a classifier is tuned; "

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._validation import check_real
-from ..backend import get_namespace
+from ..backend import get_namespace, to_numpy
 
 __all__ = ["CGResult", "conjugate_gradient"]
 
@@ -49,10 +49,6 @@ class CGResult(NamedTuple):
 
 def _col_norms(a, xp):
     return xp.sqrt(xp.sum(a * a, axis=0))
-
-
-def _host(a):
-    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def conjugate_gradient(matvec, b, x0=None, precond=None, tol=1e-7, maxiter=100, xp=None, r0=None):
@@ -147,7 +143,7 @@ def conjugate_gradient(matvec, b, x0=None, precond=None, tol=1e-7, maxiter=100, 
         else:
             r = b - matvec(x)
 
-    bnorm = _host(_col_norms(b, xp)).astype(np.float64)
+    bnorm = to_numpy(_col_norms(b, xp), dtype=np.float64)
     zero_rhs = bnorm == 0
     if zero_rhs.any():  # the exact solution is 0
         x[:, xp.asarray(np.flatnonzero(zero_rhs))] = 0
@@ -155,7 +151,7 @@ def conjugate_gradient(matvec, b, x0=None, precond=None, tol=1e-7, maxiter=100, 
     scale = np.where(zero_rhs, 1.0, bnorm)
 
     def rel_residual(res):
-        return _host(_col_norms(res, xp)) / scale
+        return to_numpy(_col_norms(res, xp)) / scale
 
     rel = rel_residual(r)
     history = [float(rel.max()) if k else 0.0]
@@ -174,7 +170,7 @@ def conjugate_gradient(matvec, b, x0=None, precond=None, tol=1e-7, maxiter=100, 
         Ap = matvec(p_a)
         it += 1
         pAp = xp.sum(p_a * Ap, axis=0)
-        pAp_h = _host(pAp)
+        pAp_h = to_numpy(pAp)
         bad = ~(pAp_h > 0)
         if bad.any():  # breakdown: A is not positive definite along p
             broken[idx[bad]] = True

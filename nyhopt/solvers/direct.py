@@ -28,6 +28,7 @@ from .._validation import check_matrix, check_positive, check_targets
 from .._threads import cpu_threads
 from ..backend import get_namespace
 from ..ops import kernel_matrix
+from ..ops._blocks import KernelBlocks
 from ._jitter import jitter
 from ._linalg import add_to_diagonal, cholesky_upper, solve_triangular
 
@@ -118,9 +119,12 @@ def whitened_moments(kernel, X, Z, Y, Lt, xp):
     """``(A A^T, A Y, ||Y||^2)`` with :math:`A = L^{-1}k(Z, X)`, float64, in one pass over row blocks of ``X``.
 
     ``Y`` is (n, p); ``Z`` has the dtype of ``X``.  Each kernel block is cast
-    to float64 before the triangular solve.
+    to float64 before the triangular solve.  ``X`` and ``Z`` must be validated
+    already (as :func:`direct_factors` and the Dask blocks do): the blocks are
+    not checked again, so the pass does not wait for the device per block.
     """
     n, m = X.shape[0], Z.shape[0]
+    blocks = KernelBlocks(kernel, X, Z, checked=True)
     f64 = np.float64
     G = xp.zeros((m, m), dtype=f64)
     AY = xp.zeros((m, Y.shape[1]), dtype=f64)
@@ -128,7 +132,7 @@ def whitened_moments(kernel, X, Z, Y, Lt, xp):
     b = block_rows(n, m, 8, n_temps=4, per_row=Y.shape[1])
     for start in range(0, n, b):
         sl = slice(start, min(start + b, n))
-        Kb = kernel_matrix(kernel, X[sl], Z).astype(f64, copy=False)  # (b, m)
+        Kb = blocks.rows(sl.start, sl.stop).astype(f64, copy=False)  # (b, m)
         Ab = solve_triangular(Lt, Kb.T, xp, trans=True)  # L^{-1} K_b^T, (m, b)
         G += Ab @ Ab.T
         Yb = Y[sl].astype(f64, copy=False)

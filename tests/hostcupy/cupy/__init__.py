@@ -24,6 +24,7 @@ stand-in itself.
 """
 from __future__ import annotations
 
+import builtins
 import numbers
 
 import numpy as _np
@@ -421,7 +422,8 @@ def __getattr__(name):
     if target is None or not callable(target) or isinstance(target, type):
         raise AttributeError(f"module 'cupy' (host stand-in) has no attribute {name!r}")
     fn = _device_function(target, name)
-    globals()[name] = fn
+    if not hasattr(builtins, name):  # cached, except where it would shadow a builtin this module calls
+        globals()[name] = fn          # (``all``, ``any``, ``abs``: they would return device arrays)
     return fn
 
 
