@@ -135,25 +135,28 @@ def _worker_setting():
     return gram.TENSOR_CORES
 
 
-@pytest.mark.parametrize("route, names", [
-    ("int8", ["block_gram", "block_adjoint"]),
-    ("float16", ["block_gram", "block_u_pass", "block_adjoint"]),
+@pytest.mark.parametrize("route, other, names", [
+    (False, "int8", ["block_gram", "block_adjoint"]),
+    ("int8", False, ["block_gram", "block_adjoint"]),
+    ("float16", False, ["block_gram", "block_u_pass", "block_adjoint"]),
 ])
 def test_workers_in_other_processes_take_the_drivers_tensor_core_route(process_client, problem, monkeypatch,
-                                                                       route, names):
-    """TENSOR_CORES set on the driver only: each Gram task carries the route, so the workers' G is the
-    route's G (the blocks' G of that route in this process, summed in block order), and the driver's
-    trust in its sums follows the same route (int8: no u pass; float16: the u pass)."""
+                                                                       route, other, names):
+    """TENSOR_CORES set on the driver only (the worker keeps the library's default): each Gram task carries
+    the route, so the workers' G is the route's G (the blocks' G of that route in this process, summed in
+    block order; not the G of ``other``), and the driver's trust in its sums follows the same route
+    (float64 products and int8: no u pass; float16: the u pass)."""
     from nyhopt.distributed import ShardedData
     from nyhopt.distributed.sharded import TARGETS
     from nyhopt.ops import gram as gram_module
 
     cp = cupy_or_none()
+    default = gram_module.TENSOR_CORES
     monkeypatch.setattr(gram_module, "TENSOR_CORES", route)
-    assert set(process_client.run(_worker_setting).values()) == {False}  # the workers' own setting
+    assert set(process_client.run(_worker_setting).values()) == {default}  # the workers' own setting
     X, y, Z = (a.astype(cp.float32) for a in problem)
     data = ShardedData(*_dask(X, y), client=process_client)
-    assert data.gpu and data.gram_route() == route
+    assert data.gpu and data.gram_route() == (route or None)
     op = data.bind(KERNEL, Z, gram=True)
     op.form_gram(TARGETS)
     starts = np.cumsum((0,) + ROWS)
@@ -166,9 +169,9 @@ def test_workers_in_other_processes_take_the_drivers_tensor_core_route(process_c
                                                      tensor_cores=setting)[0])
         return G
 
-    want, f64 = blocks_sum(route), blocks_sum(False)
+    want, not_this = blocks_sum(route), blocks_sum(other)
     assert _rel(op.gram, want) <= 1e-13
-    assert _rel(want, f64) > 1e-10  # the two routes are told apart
+    assert _rel(want, not_this) > 1e-10  # the two routes are told apart
     data.release()
 
     calls = []
