@@ -80,12 +80,19 @@ def tensor_core_route(dtype, xp=None, setting=None):
 
     ``xp=None``: on a GPU (the caller knows).  ``setting``: as
     :data:`TENSOR_CORES` (None: that global, read now; see :func:`tensor_core_setting`).
+    None for ``"int8"`` on a device whose :func:`nyhopt.ops.gram8.device_check`
+    failed in this process (its Gram matrices take float64 products).
     """
     setting = tensor_core_setting(setting)
     gpu = xp is None or is_cupy_namespace(xp)
-    if setting and gpu and np.dtype(dtype) == np.float32:
-        return setting
-    return None
+    if not (setting and gpu and np.dtype(dtype) == np.float32):
+        return None
+    if setting == "int8":
+        from .gram8 import failed_here
+
+        if failed_here():
+            return None
+    return setting
 
 
 #: Rows per range of the rank updates: fixed, so that the sums do not depend on the thread count.
