@@ -11,10 +11,10 @@ __all__ = ["rmse", "nrmse", "c_error"]
 
 
 def _as_real_array(a, name):
-    from .backend import to_numpy
+    from .backend import as_native, to_numpy
 
     try:
-        arr = to_numpy(a)
+        arr = to_numpy(as_native(a, name))
     except Exception as exc:
         raise TypeError(f"{name} must be array-like of real numbers") from exc
     if arr.dtype.kind not in "biuf":

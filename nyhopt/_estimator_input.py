@@ -35,7 +35,10 @@ def as_array(a, name, numeric=True):
     if not is_cupy_namespace(xp):
         a = np.asarray(a)
         if a.dtype == object and numeric:
-            a = np.asarray(a, dtype=np.float64)  # TypeError names the offending element
+            try:
+                a = np.asarray(a, dtype=np.float64)
+            except (TypeError, ValueError) as exc:  # NumPy's message names the element; the type stays NumPy's
+                raise type(exc)(f"{name}: {exc}") from None
     if a.dtype.kind == "c":
         raise ValueError(f"{name}: Complex data not supported")
     return a

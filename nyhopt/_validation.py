@@ -12,6 +12,7 @@ import numpy as np
 __all__ = [
     "check_matrix",
     "check_targets",
+    "check_sample_weight",
     "check_labels",
     "check_lengthscale",
     "check_positive",
@@ -102,6 +103,35 @@ def check_targets(y, name: str, n: int, xp=np, dtype=None):
         arr = arr.astype(target)
     check_finite(arr, name, xp)
     return arr, was_1d
+
+
+def check_sample_weight(w, n: int, xp=np):
+    """``w`` as float64 weights (n,) of ``xp`` (host weights move to a device ``xp``); a scalar is every row's.
+
+    Raises
+    ------
+    TypeError
+        Non-numeric weights.
+    ValueError
+        Another shape than ``(n,)``, NaN or infinity, a sum that is not > 0.
+    """
+    if xp is np and hasattr(w, "get"):  # device weights for host predictions
+        w = w.get()
+    try:
+        arr = xp.asarray(w)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"sample_weight must be array-like of numbers ({exc})") from None
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"sample_weight must hold real numbers, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64)
+    if arr.ndim == 0:
+        arr = xp.full(n, arr)
+    if tuple(arr.shape) != (n,):
+        raise ValueError(f"sample_weight has shape {tuple(arr.shape)}, expected ({n},)")
+    check_finite(arr, "sample_weight", xp)
+    if not bool(arr.sum() > 0):
+        raise ValueError("sample_weight must have a sum > 0")
+    return arr
 
 
 def _as_float(value, name: str, what: str) -> float:
@@ -239,7 +269,10 @@ def check_lengthscale(lengthscale, n_features: int | None = None, name: str = "l
     """
     if is_bool(lengthscale) or (isinstance(lengthscale, (list, tuple)) and any(map(is_bool, lengthscale))):
         raise ValueError(f"{name} must hold numbers, not booleans (got {lengthscale!r})")
-    ell = np.asarray(lengthscale if not hasattr(lengthscale, "get") else lengthscale.get(), dtype=np.float64)
+    try:
+        ell = np.asarray(lengthscale if not hasattr(lengthscale, "get") else lengthscale.get(), dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a positive number or an array of them, got {lengthscale!r} ({exc})") from None
     if ell.ndim > 1:
         raise ValueError(f"{name} must be a scalar or 1-D array, got shape {ell.shape}")
     ell = ell.reshape(-1)

@@ -85,6 +85,8 @@ def as_native(a, name="array"):
 
     * pandas objects become ``np.asarray(a)`` (no copy for a frame that is
       one float block);
+    * a dask array (at an entry point without a cluster path, or a result
+      such as ``predict``'s) is computed: a NumPy or CuPy array, as its chunks;
     * any other object with ``__dlpack__`` is exchanged without a copy:
       ``numpy.from_dlpack`` for host memory, ``cupy.from_dlpack`` for a CUDA
       device (a PyTorch or JAX GPU array gives a CuPy view, so results are
@@ -122,6 +124,8 @@ def as_native(a, name="array"):
         return a
     if type(a).__module__.split(".")[0] == "pandas":
         return np.asarray(a)
+    if is_dask_array(a):  # np.asarray would compute it too, and fails on CuPy chunks
+        return as_native(a.compute(), name)
     if not (hasattr(a, "__dlpack__") and hasattr(a, "__dlpack_device__")):
         return a
     device_type = int(a.__dlpack_device__()[0])
@@ -133,6 +137,19 @@ def as_native(a, name="array"):
             raise TypeError(f"{name} is a GPU array (DLPack device type {device_type}); install CuPy to use it")
         return cp.from_dlpack(a)
     raise TypeError(f"{name} lives on DLPack device type {device_type}; nyhopt supports the CPU and CUDA GPUs")
+
+
+def is_dask_array(a) -> bool:
+    """True if ``a`` is a ``dask.array.Array`` (checked by type, dask is never imported).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> is_dask_array(np.ones(3))
+    False
+    """
+    cls = type(a)
+    return cls.__name__ == "Array" and cls.__module__.split(".")[0] == "dask"
 
 
 def is_cupy_namespace(xp) -> bool:

@@ -29,8 +29,8 @@ from ._centers import select_centers
 from ._scaling import column_mean_std, pow2_scale, standardize
 from ._estimator_params import EstimatorMixin
 from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
-from ._validation import check_labels, check_positive, check_real, check_targets
-from .backend import get_namespace, is_cupy_namespace
+from ._validation import check_labels, check_positive, check_real, check_sample_weight, check_targets
+from .backend import as_native, get_namespace, is_cupy_namespace
 from .kernels import GaussianKernel, Kernel, make_kernel
 from .ops import kmv
 from ._fitted import NotFittedError, check_fitted as _check_fitted
@@ -94,8 +94,10 @@ class _NystromBase(EstimatorMixin):
         mi = self.maxiter
         if isinstance(mi, bool) or not isinstance(mi, (int, np.integer)) or mi < 1:
             raise ValueError(f"maxiter must be an integer >= 1, got {mi!r}")
-        if not isinstance(self.predictive_variance, (bool, np.bool_)):
-            raise TypeError(f"predictive_variance must be True or False, got {self.predictive_variance!r}")
+        for name in ("predictive_variance", "normalize_y"):  # the classifier has no normalize_y
+            value = getattr(self, name, False)
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"{name} must be True or False, got {value!r}")
         if self.amplitude is not None:
             check_positive(self.amplitude, "amplitude")
         if self.kernel is None:
@@ -434,12 +436,18 @@ class NystromKRR(_NystromBase):
         Returns
         -------
         float
+
+        Notes
+        -----
+        For a dask ``X`` the predictions (and a dask ``y``) are computed to
+        the driver, as NumPy or CuPy arrays like the chunks.
         """
-        pred = self.predict(X)
+        pred = as_native(self.predict(X), "X")  # a dask X: its predictions, computed
         xp = get_namespace(pred)
         Y, _ = check_targets(_as_array(y, "y"), "y", pred.shape[0], xp, dtype=np.float64)
         P = pred.reshape(Y.shape).astype(np.float64)
-        w = xp.ones((Y.shape[0], 1)) if sample_weight is None else xp.asarray(sample_weight, dtype=np.float64)
+        w = xp.ones((Y.shape[0], 1)) if sample_weight is None else check_sample_weight(
+            as_native(sample_weight, "sample_weight"), Y.shape[0], xp)
         w = w.reshape(-1, 1)
         s = xp.asarray(pow2_scale(np.asarray(xp.abs(Y).max(axis=0).tolist())))  # R^2 is scale-free: no overflow
         Y, P = Y / s, P / s
@@ -582,7 +590,7 @@ class NystromKRRClassifier(_NystromBase):
         -------
         float
         """
-        pred = self.predict(X)
+        pred = as_native(self.predict(X), "X")
         xp = get_namespace(pred)
         y = _as_array(y, "y", numeric=False).reshape(-1)
         if is_cupy_namespace(xp) and get_namespace(y) is not xp:  # host labels, model on the GPU: as NystromKRR.score
@@ -594,5 +602,5 @@ class NystromKRRClassifier(_NystromBase):
         hit = (pred == y).astype(np.float64)
         if sample_weight is None:
             return float(hit.mean())
-        w = xp.asarray(sample_weight, dtype=np.float64).reshape(-1)
+        w = check_sample_weight(as_native(sample_weight, "sample_weight"), pred.shape[0], xp)
         return float((w * hit).sum() / w.sum())

@@ -18,6 +18,7 @@ coordinates, :math:`\alpha` the N-KRR coefficients and
 """
 from __future__ import annotations
 
+import numbers
 import warnings
 
 import numpy as np
@@ -126,6 +127,7 @@ class _HyperoptBase(EstimatorMixin):
         """
         from .optim import tune
 
+        self._check_options()
         names = check_feature_names_arg(feature_names, X)
         if on_cluster(X, y):  # "stoch-prop" regression on the current Dask client
             from .distributed.tune import fit_hyperopt_dask
@@ -166,6 +168,18 @@ class _HyperoptBase(EstimatorMixin):
             objective_options=self.objective_options, solver=self.solver, record_terms=self.record_terms,
         )
         return self._set_fitted(result, mean, scale, X.shape[1])
+
+    def _check_options(self):
+        """The estimator's own options (``tune`` checks the ones it is passed), with errors naming them."""
+        if not isinstance(self.standardize, (bool, np.bool_)):
+            raise TypeError(f"standardize must be True or False, got {self.standardize!r}")
+        vf = self.validation_fraction
+        if isinstance(vf, numbers.Integral) and not isinstance(vf, (bool, np.bool_)):
+            return  # k-fold choice among objectives: checked by tune
+        if vf is not None and (isinstance(vf, (bool, np.bool_)) or not isinstance(vf, numbers.Real)
+                               or not 0.0 < float(vf) < 1.0):
+            raise ValueError(f"validation_fraction must be None, a fraction in (0, 1) or a number of folds, "
+                             f"got {vf!r}")
 
     def _set_fitted(self, result, mean, scale, n_features):
         """Store a :class:`~nyhopt.TuneResult` and the input scaling as fitted attributes."""

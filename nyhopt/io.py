@@ -88,6 +88,15 @@ def _csv_rows(reader, path):
         raise DataError(f"{path}, line {reader.line_num}: unreadable CSV ({exc})") from None
 
 
+def _fspath(path):
+    """``path`` as a str (``os.fspath``), or a ``TypeError`` naming the argument."""
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}") from None
+    return path if isinstance(path, str) else os.fsdecode(path)
+
+
 def read_csv(path, delimiter=None) -> Table:
     """Read a CSV file with a header row.
 
@@ -120,7 +129,7 @@ def read_csv(path, delimiter=None) -> Table:
     >>> t.names, t.cells.shape
     (['a', 'b', 'y'], (2, 3))
     """
-    path = os.fspath(path)
+    path = _fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"file not found: {path}")
     if os.path.isdir(path):
@@ -436,6 +445,9 @@ def save_model(path, model, meta=None) -> str:
     >>> path.endswith(".npz"), bool(np.allclose(load_model(path).predict(X), model.predict(X)))
     (True, True)
     """
+    path = _fspath(path)
+    if meta is not None and not isinstance(meta, dict):
+        raise TypeError(f"meta must be a dict of names to values, got {type(meta).__name__}")
     state = _model_state(model)
     arrays = {"format": np.array(FORMAT), "version": np.array(VERSION)}
     arrays.update(state)
@@ -444,7 +456,6 @@ def save_model(path, model, meta=None) -> str:
         if arr.dtype.kind == "O":
             arr = arr.astype(str)
         arrays[f"meta_{key}"] = arr
-    path = os.fspath(path)
     if not path.endswith(".npz"):
         path += ".npz"
     np.savez(path, **arrays)
@@ -490,7 +501,7 @@ def load_model(path):
     >>> bool(np.allclose(loaded.predict(X), model.predict(X)))
     True
     """
-    path = os.fspath(path)
+    path = _fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"file not found: {path}")
     state = read_npz(path)

@@ -14,7 +14,8 @@ and the coverage of the central interval of probability ``level``: the
 fraction of :math:`y_i` with :math:`|y_i - \mu_i| \le z\,\sigma_i`,
 :math:`z = \Phi^{-1}((1 + \text{level})/2)` (1.96 for 95%), which is ``level``
 for calibrated error bars.  Several output columns are averaged over all
-values.  Arrays may be NumPy or CuPy; the results are Python floats.
+values.  Arrays may be NumPy or CuPy (or dask arrays of either, computed
+first); the results are Python floats.
 
 Examples
 --------
@@ -32,20 +33,27 @@ import math
 
 import numpy as np
 
-from .backend import get_namespace, to_numpy
+from .backend import as_native, get_namespace, to_numpy
 
 __all__ = ["rmse", "nlpd", "coverage"]
 
 
 def _arrays(y, mean, std=None):
-    """``(y, mean, std)``: float64 arrays of one shape on the device of ``mean``; a mismatch names the argument."""
+    """``(y, mean, std)``: float64 arrays of one shape on the device of ``mean``; a mismatch names the argument.
+
+    Dask arrays (``predict`` of a model for a dask ``X``) are computed first.
+    """
+    y, mean, std = as_native(y, "y"), as_native(mean, "mean"), as_native(std, "std")
     xp = get_namespace(mean)
 
-    def on_mean_device(a):  # y and std follow mean across host and device
-        return xp.asarray(to_numpy(a) if get_namespace(a) is not xp else a, dtype=xp.float64)
+    def on_mean_device(a, name):  # y and std follow mean across host and device
+        a = xp.asarray(to_numpy(a) if get_namespace(a) is not xp else a)
+        if a.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
+        return a.astype(xp.float64)
 
-    y = on_mean_device(y)
-    mean = xp.asarray(mean, dtype=xp.float64)
+    y = on_mean_device(y, "y")
+    mean = on_mean_device(mean, "mean")
     if y.size == 0:
         raise ValueError("y is empty")
     if y.shape != mean.shape:
@@ -55,7 +63,7 @@ def _arrays(y, mean, std=None):
             raise ValueError(f"y has shape {tuple(y.shape)} but mean has shape {tuple(mean.shape)}")
     out = [y, mean]
     if std is not None:
-        std = on_mean_device(std)
+        std = on_mean_device(std, "std")
         if std.shape != mean.shape:
             raise ValueError(f"std has shape {tuple(std.shape)} but mean has shape {tuple(mean.shape)}")
         if not bool(xp.all(std > 0)):

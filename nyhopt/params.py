@@ -70,7 +70,13 @@ class Params:
         amplitude = check_positive(amplitude, "amplitude")
         ell = check_lengthscale(lengthscale)
         xp = get_namespace(centers)
-        Z = xp.asarray(centers, dtype=xp.float64)
+        Z = xp.asarray(centers)
+        if Z.dtype.kind not in "biufO":
+            raise TypeError(f"centers must hold real numbers, got dtype {Z.dtype}")
+        try:
+            Z = Z.astype(xp.float64, copy=False)
+        except (TypeError, ValueError) as exc:  # an object array of non-numbers
+            raise TypeError(f"centers must hold real numbers ({exc})") from None
         if Z.ndim != 2:
             raise ValueError(f"centers must be 2-D (m, d), got shape {tuple(Z.shape)}")
         if ell.size not in (1, Z.shape[1]):

@@ -104,12 +104,15 @@ def gram_pays(source, m, k, products, xp, *, dtype, held=False) -> bool:
     (``source`` a :class:`~nyhopt.distributed.sharded.ShardedData`): the
     cluster's cost model, :func:`nyhopt.distributed._cost.cluster_gram_pays`
     (the passes saved, each a round of tasks, against the ``m x m`` partials'
-    reduction).
+    reduction; on CuPy chunks priced for the tensor-core route the workers
+    would be told, :meth:`~nyhopt.distributed.ShardedData.gram_route`).
     """
     if on_cluster(source):
         from .distributed import _cost  # optional dependency (module notes)
 
-        return _cost.cluster_gram_pays(source.n, m, k, products, len(source.blocks), _cost.worker_slots(source.client))
+        return _cost.cluster_gram_pays(source.n, m, k, products, len(source.blocks),
+                                       _cost.worker_slots(source.client, source.gpu), gpu=source.gpu,
+                                       route=source.gram_route())
     return _operator.gram_pays(m, k, products, xp, dtype=dtype, held=held)
 
 

@@ -251,6 +251,7 @@ def test_the_device_check_passes_and_is_kept(kind, monkeypatch):
             assert gram8.device_check(kernel, cp.asarray(X), cp.asarray(Z), cp)
     assert calls == [1]
     assert gram8.device_check(kernel, X, Z, np)  # the host route is exact by construction
+    assert not gram8.failed_here() and gram_mod.tensor_core_route(np.float32, cp) == "int8"
 
 
 @pytest.mark.gpu
@@ -288,3 +289,6 @@ def test_a_failed_device_check_falls_back_to_float64_products(fault, message, mo
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once: the verdict is kept
         gram_mod.gram_matrix(kernel, Xd, Zd, Ud)
+    # the route the operators price and trust is float64 products on this device from now on
+    assert gram8.failed_here() and gram_mod.tensor_core_route(np.float32, cp) is None
+    assert gram_mod.tensor_core_route(np.float32, cp, "float16") == "float16"

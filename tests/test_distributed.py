@@ -188,6 +188,32 @@ def test_estimator_fit_predict_on_dask(client, problem):
     assert _rel(pred.compute(), ref.predict(X)) <= 1e-10
 
 
+def test_score_and_metrics_on_dask(client, problem):
+    """score of a model fitted on dask arrays, for a dask X and a dask or in-memory y (and weights), and the
+    metrics of its dask predictions: the values of one process (the predictions are computed)."""
+    from nyhopt import datasets, metrics
+
+    X, y, _ = problem
+    Xd, yd = _dask(X, y, 3)
+    kw = dict(kernel=KERNEL, penalty=PENALTY, centers=M, tol=1e-12, maxiter=400, random_state=3, normalize_y=True)
+    ref = nh.NystromKRR(**kw).fit(X, y)
+    model = nh.NystromKRR(**kw).fit(Xd, yd)
+    w = np.linspace(0.5, 2.0, N)
+    want = ref.score(X, y)
+    assert model.score(Xd, yd) == pytest.approx(want, rel=1e-10)
+    assert model.score(Xd, y) == pytest.approx(want, rel=1e-10)
+    assert model.score(Xd, yd, sample_weight=da.from_array(w, chunks=77)) == pytest.approx(
+        ref.score(X, y, sample_weight=w), rel=1e-10)
+    mean, std = model.predict(Xd, return_std=True)
+    rmean, rstd = ref.predict(X, return_std=True)
+    assert metrics.rmse(yd, mean) == pytest.approx(metrics.rmse(y, rmean), rel=1e-9)
+    assert metrics.nlpd(y, mean, std) == pytest.approx(metrics.nlpd(y, rmean, rstd), rel=1e-9)
+    assert metrics.coverage(yd, mean, std) == metrics.coverage(y, rmean, rstd)
+    assert datasets.rmse(yd, mean) == pytest.approx(datasets.rmse(y, rmean), rel=1e-9)
+    with pytest.raises(ValueError, match="y has 419 rows"):
+        model.score(Xd, yd[:-1])
+
+
 def test_predictive_std_on_dask(client, problem):
     X, y, _ = problem
     Xd, yd = _dask(X, y, 3)
@@ -414,23 +440,28 @@ def test_gram_route_step_on_dask(client, problem, monkeypatch):
     obj.release()
 
 
-@pytest.mark.parametrize("route, names", [
-    ("int8", ["block_gram", "block_adjoint"]),
-    ("float16", ["block_gram", "block_u_pass", "block_adjoint"]),
-])
-def test_gram_route_on_dask_with_tensor_cores_set(client, problem, monkeypatch, route, names):
-    """float32 data with tensor cores set (the workers' G then has float32-level errors): the fit sums
-    come from G under the in-memory operator's rule (int8, residuals not small), else the u pass."""
+@pytest.mark.parametrize("route", ["int8", "float16"])
+def test_gram_route_on_dask_with_tensor_cores_set(client, problem, monkeypatch, route):
+    """float32 NumPy chunks with tensor cores set on the driver: the workers (other processes, whose own
+    setting is the default) are told the route of the data, None on the CPU, and form G in float64
+    products; the driver trusts its sums as such (no u pass, also for "float16").  The CuPy chunks'
+    case: tests/test_distributed_gpu.py."""
     from nyhopt.ops import gram as gram_module
 
     monkeypatch.setattr(gram_module, "TENSOR_CORES", route)
     X, y, Z = problem
     obj = nh.make_objective("stoch-prop", *_dask(X.astype(np.float32), y.astype(np.float32), 3), gram=True,
                             **dict(STOCH, tol=1e-5))
+    assert not obj.data.gpu and obj.data.gram_route() is None
+    told = []
+    orig = ShardedData.reduce
+    monkeypatch.setattr(ShardedData, "reduce", lambda self, func, *args, **kw: (
+        told.append(args[-1]) if func.__name__ == "block_gram" else None) or orig(self, func, *args, **kw))
     calls = _count_reductions(monkeypatch)
     v, _ = obj.value_and_grad(_stoch_params(Z.astype(np.float32)))
     assert np.isfinite(v)
-    assert [c[0] for c in calls] == names
+    assert [c[0] for c in calls] == ["block_gram", "block_adjoint"]
+    assert told == [False]
     obj.release()
 
 
@@ -452,6 +483,45 @@ def test_cluster_gram_cost_model():
     # more workers shorten both passes alike; more products only ever favour G
     for p in (3, 10, 40):
         assert CLUSTER_GRAM_PAYS(10**6, 1000, 5, p + 1, 8, 8) >= CLUSTER_GRAM_PAYS(10**6, 1000, 5, p, 8, 8)
+
+
+def test_cluster_gram_cost_model_on_gpus_prices_the_route():
+    """On CuPy chunks the model takes a GPU's constants, and the Gram pass the constant of the route the
+    workers are told: int8 tensor cores pay sooner than float64 products, which pay sooner than nothing."""
+    from nyhopt.ops import operator
+
+    n, m, k, blocks, slots = 10**7, 5000, 21, 4, 4
+
+    def first(**kw):
+        return next(p for p in range(1, 10**4) if CLUSTER_GRAM_PAYS(n, m, k, p, blocks, slots, gpu=True, **kw))
+
+    p64, p16, p8 = first(route=None), first(route="float16"), first(route="int8")
+    assert p8 < p16 < p64
+    e, c = operator.GPU_EVAL_S, operator.GPU_PRODUCT_S
+    per = n / slots * m  # rows of a GPU times m
+    want = (_cost.PASS_S + per * (e + operator.GPU_GRAM8_S * m) + 8.0 * m * m * blocks / _cost.NET_BYTES_S) / (
+        _cost.PASS_S + per * (e + c * k) + 8.0 * m * k * blocks / _cost.NET_BYTES_S)
+    assert p8 == int(np.ceil(want))
+    # the CPU constants are unchanged by a route (no tensor cores there)
+    assert CLUSTER_GRAM_PAYS(60_000, 400, 5, 20, 4, 2, route="int8") == CLUSTER_GRAM_PAYS(60_000, 400, 5, 20, 4, 2)
+
+
+def test_cluster_gram_pays_is_asked_with_the_operators_route(client, problem, monkeypatch):
+    """The cost model of the sharded operator and of the placement is given the data's chunk type and the
+    tensor-core route the workers would be told (None on NumPy chunks, whatever the driver's setting)."""
+    from nyhopt import placement
+    from nyhopt.ops import gram as gram_module
+
+    monkeypatch.setattr(gram_module, "TENSOR_CORES", "int8")
+    X, y, Z = problem
+    asked = []
+    monkeypatch.setattr(_cost, "cluster_gram_pays", lambda *a, **kw: asked.append(kw) or False)
+    data = ShardedData(*_dask(X.astype(np.float32), y.astype(np.float32), 2), client=client)
+    op = data.bind(KERNEL, Z)
+    op.normal_matvec(np.ones((M, 1)))
+    placement.gram_pays(data, M, 5, 3, np, dtype=data.dtype)
+    assert asked == [dict(gpu=False, route=None)] * 2
+    data.release()
 
 
 def test_gram_auto_on_dask_follows_the_cost_model(client, problem, monkeypatch):

@@ -117,3 +117,102 @@ def test_tune_and_hyperopt_with_cupy_chunks(client, problem):
     out = mean.compute()
     assert isinstance(out, cp.ndarray) and isinstance(std.compute(), cp.ndarray)
     assert _rel(out, host.predict(_dask(to_numpy(X), to_numpy(y))[0]).compute()) <= 1e-8
+
+
+@pytest.fixture(scope="module")
+def process_client():
+    """A worker in another process: its module globals are its own (the default settings).  One worker:
+    the stand-in's arrays do not travel between workers (Dask's CuPy serializer needs device memory)."""
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  env={"NUMBA_NUM_THREADS": "1"}) as cluster, \
+            distributed.Client(cluster, set_as_default=False) as c:  # the other tests use `client`
+        yield c
+
+
+def _worker_setting():
+    from nyhopt.ops import gram
+
+    return gram.TENSOR_CORES
+
+
+@pytest.mark.parametrize("route, other, names", [
+    (False, "int8", ["block_gram", "block_adjoint"]),
+    ("int8", False, ["block_gram", "block_adjoint"]),
+    ("float16", False, ["block_gram", "block_u_pass", "block_adjoint"]),
+])
+def test_workers_in_other_processes_take_the_drivers_tensor_core_route(process_client, problem, monkeypatch,
+                                                                       route, other, names):
+    """TENSOR_CORES set on the driver only (the worker keeps the library's default): each Gram task carries
+    the route, so the workers' G is the route's G (the blocks' G of that route in this process, summed in
+    block order; not the G of ``other``), and the driver's trust in its sums follows the same route
+    (float64 products and int8: no u pass; float16: the u pass)."""
+    from nyhopt.distributed import ShardedData
+    from nyhopt.distributed.sharded import TARGETS
+    from nyhopt.ops import gram as gram_module
+
+    cp = cupy_or_none()
+    default = gram_module.TENSOR_CORES
+    monkeypatch.setattr(gram_module, "TENSOR_CORES", route)
+    assert set(process_client.run(_worker_setting).values()) == {default}  # the workers' own setting
+    X, y, Z = (a.astype(cp.float32) for a in problem)
+    data = ShardedData(*_dask(X, y), client=process_client)
+    assert data.gpu and data.gram_route() == (route or None)
+    op = data.bind(KERNEL, Z, gram=True)
+    op.form_gram(TARGETS)
+    starts = np.cumsum((0,) + ROWS)
+    Zh = to_numpy(Z)
+
+    def blocks_sum(setting):
+        G = 0
+        for lo, hi in zip(starts[:-1], starts[1:]):
+            G = G + to_numpy(gram_module.gram_matrix(KERNEL, X[lo:hi], cp.asarray(Zh), y[lo:hi, None],
+                                                     tensor_cores=setting)[0])
+        return G
+
+    want, not_this = blocks_sum(route), blocks_sum(other)
+    assert _rel(op.gram, want) <= 1e-13
+    assert _rel(want, not_this) > 1e-10  # the two routes are told apart
+    data.release()
+
+    calls = []
+    orig = ShardedData.reduce
+    monkeypatch.setattr(ShardedData, "reduce", lambda self, func, *a, **kw: calls.append(func.__name__)
+                        or orig(self, func, *a, **kw))
+    obj = nh.make_objective("stoch-prop", *_dask(X, y), gram=True, client=process_client, **dict(STOCH, tol=1e-5))
+    v, _ = obj.value_and_grad(nh.Params.from_natural(1e-3, [0.8, 1.2, 1.0], Z))
+    assert np.isfinite(v) and calls == names
+    obj.release()
+
+
+def test_score_predict_and_metrics_with_cupy_chunks(client, problem):
+    """score on dask arrays of CuPy chunks (NystromKRR, HyperoptKRR, NystromKRRClassifier) wherever predict
+    works, and the metrics of dask predictions: the values of the same models on NumPy chunks."""
+    from nyhopt import datasets, metrics
+
+    cp = cupy_or_none()
+    X, y, _ = problem
+    Xh, yh = to_numpy(X), to_numpy(y)
+    Xd, yd = _dask(X, y)
+    Xn, yn = _dask(Xh, yh)
+    kw = dict(kernel=KERNEL, penalty=1e-3, centers=M, tol=1e-12, maxiter=400, random_state=3, normalize_y=True)
+    hyp = dict(objective="stoch-prop", centers=M, epochs=2, objective_options=STOCH)
+    for make in (lambda: nh.NystromKRR(**kw), lambda: nh.HyperoptKRR(**hyp)):
+        gpu, host = make().fit(Xd, yd), make().fit(Xn, yn)
+        want = host.score(Xn, yn)
+        assert gpu.score(Xd, yd) == pytest.approx(want, rel=1e-8)
+        assert gpu.score(Xd, yh) == pytest.approx(want, rel=1e-8)  # host y, device predictions
+        mean, std = gpu.predict(Xd, return_std=True)
+        hmean, hstd = host.predict(Xn, return_std=True)
+        for metric in (lambda a, m, s: metrics.rmse(a, m), metrics.nlpd, metrics.coverage,
+                       lambda a, m, s: datasets.nrmse(a, m)):
+            assert metric(yd, mean, std) == pytest.approx(metric(yh, hmean, hstd), rel=1e-8)
+    labels = (yh > 0).astype(np.int64)
+    ld = da.from_array(cp.asarray(labels), chunks=(ROWS,), asarray=False)
+    ckw = dict(kernel=KERNEL, penalty=1e-3, centers=M, random_state=3)
+    clf = nh.NystromKRRClassifier(**ckw).fit(Xd, ld)  # computed to the device: a CuPy model
+    ref = nh.NystromKRRClassifier(**ckw).fit(Xh, labels)
+    pred = clf.predict(Xd)
+    assert isinstance(pred, cp.ndarray)
+    np.testing.assert_array_equal(to_numpy(pred), ref.predict(Xh))
+    assert clf.score(Xd, ld) == pytest.approx(ref.score(Xh, labels), rel=1e-12)
+    assert clf.score(Xd, labels) == pytest.approx(ref.score(Xh, labels), rel=1e-12)

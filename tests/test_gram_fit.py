@@ -394,7 +394,8 @@ def _with_route(monkeypatch, route):
 
     from nyhopt.ops import operator
 
-    monkeypatch.setattr(operator, "_gram", types.SimpleNamespace(tensor_core_route=lambda dtype, xp: route))
+    monkeypatch.setattr(operator, "_gram", types.SimpleNamespace(tensor_core_setting=lambda: route,
+                                                                  tensor_core_route=lambda dtype, xp, setting: route))
 
 
 def test_a_float16_gram_matrix_keeps_the_explicit_pass(rng, monkeypatch):

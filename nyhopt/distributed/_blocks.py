@@ -56,14 +56,16 @@ def block_normal(block, shared, V, use_y, kv):
     return (partial, res[2]) if kv else partial
 
 
-def block_gram(block, shared, use_y):
+def block_gram(block, shared, use_y, tensor_cores):
     """Partial ``(K^T K, K^T Y, Y.Y, Y^T y_last)`` of one block (float64; the last three None unless ``use_y``).
 
     The Gram pass; the targets' sums (per column, and with the last column)
     let the fit sums come from the Gram matrix later (:func:`nyhopt.ops.operator.gram_stats`).
+    ``tensor_cores``: the driver's route (``False``, ``"int8"``, ``"float16"``),
+    taken instead of this worker's :data:`nyhopt.ops.gram.TENSOR_CORES`.
     """
     X, Y, xp, kernel, Z = _local(block, shared)
-    G, KtY = _gram.gram_matrix(kernel, X, Z, Y if use_y else None)
+    G, KtY = _gram.gram_matrix(kernel, X, Z, Y if use_y else None, tensor_cores=tensor_cores)
     if not use_y:
         return (to_numpy(G, dtype=np.float64), None, None, None)
     ww, wlast = target_sums(Y, xp, cross=True)

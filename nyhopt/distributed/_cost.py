@@ -24,7 +24,15 @@ product: on a cluster the Gram route pays sooner than in one process.
 A partial larger than :data:`GRAM_PARTIAL_BYTES` never pays (each worker
 holds a few during the reduction).
 
-The constants were measured on a 2-core machine with one Numba thread per
+On workers whose chunks are CuPy arrays (``gpu``; one GPU per worker, so
+``s`` counts workers, not threads) :math:`e`, :math:`c` and :math:`g` are
+the single-GPU constants of :func:`nyhopt.ops.operator.gram_pays`:
+:data:`~nyhopt.ops.operator.GPU_EVAL_S`, :data:`~nyhopt.ops.operator.GPU_PRODUCT_S`
+and, for the Gram matrix, the constant of its ``route`` (int8 or float16
+tensor cores, else float64 products), the route the workers are told to
+take (:meth:`nyhopt.distributed.ShardedData.gram_route`).
+
+The CPU constants were measured on a 2-core machine with one Numba thread per
 worker, Gaussian kernel, d = 8, float64 (``LocalCluster`` of 2 workers: a
 pass of 4 tiny blocks takes 0.04 s; at n = 6e4, m = 1000 the Gram pass took
 9.4 times a streaming normal product, at m = 400 about 2 to 3 times;
@@ -35,6 +43,8 @@ better one near the break-even and is right far from it.
 from __future__ import annotations
 
 import math
+
+from ..ops import operator as _operator
 
 __all__ = ["PASS_S", "EVAL_S", "PRODUCT_S", "GRAM_S", "NET_BYTES_S", "GRAM_PARTIAL_BYTES", "stream_seconds",
            "gram_seconds", "cluster_gram_pays", "worker_slots"]
@@ -58,20 +68,34 @@ def _rows_per_slot(n, blocks, slots):
     return math.ceil(blocks / max(int(slots), 1)) * n / blocks
 
 
-def stream_seconds(n, m, k, blocks, slots):
+def _unit_seconds(gpu, route):
+    """``(e, c, g)`` of the module notes: CPU constants, or a GPU's for the Gram ``route``."""
+    if not gpu:
+        return EVAL_S, PRODUCT_S, GRAM_S
+    g = {"int8": _operator.GPU_GRAM8_S, "float16": _operator.GPU_GRAM_S}.get(route, _operator.GPU_GRAM64_S)
+    return _operator.GPU_EVAL_S, _operator.GPU_PRODUCT_S, g
+
+
+def stream_seconds(n, m, k, blocks, slots, *, gpu=False):
     """Model time of one streaming normal product (``k`` columns) over ``n`` rows in ``blocks`` on ``slots`` threads."""
     r = _rows_per_slot(n, blocks, slots)
-    return PASS_S + r * m * (EVAL_S + PRODUCT_S * k) + 8.0 * m * k * blocks / NET_BYTES_S
+    e, c, _ = _unit_seconds(gpu, None)
+    return PASS_S + r * m * (e + c * k) + 8.0 * m * k * blocks / NET_BYTES_S
 
 
-def gram_seconds(n, m, blocks, slots):
-    """Model time of the Gram pass: every block's ``m x m`` partial formed and reduced."""
+def gram_seconds(n, m, blocks, slots, *, gpu=False, route=None):
+    """Model time of the Gram pass: every block's ``m x m`` partial formed (by ``route`` on GPUs) and reduced."""
     r = _rows_per_slot(n, blocks, slots)
-    return PASS_S + r * m * (EVAL_S + GRAM_S * m) + 8.0 * m * m * blocks / NET_BYTES_S
+    e, _, g = _unit_seconds(gpu, route)
+    return PASS_S + r * m * (e + g * m) + 8.0 * m * m * blocks / NET_BYTES_S
 
 
-def cluster_gram_pays(n, m, k, products, blocks, slots) -> bool:
+def cluster_gram_pays(n, m, k, products, blocks, slots, *, gpu=False, route=None) -> bool:
     """Whether the Gram pass costs no more than ``products`` streaming normal products (module notes).
+
+    ``gpu``: the workers' chunks are CuPy arrays (``slots`` then counts
+    GPUs), on which the Gram pass takes tensor-core ``route`` (``"int8"``,
+    ``"float16"`` or None: float64 products).
 
     Examples
     --------
@@ -84,9 +108,11 @@ def cluster_gram_pays(n, m, k, products, blocks, slots) -> bool:
     """
     if 8 * m * m > GRAM_PARTIAL_BYTES:
         return False
-    return products * stream_seconds(n, m, k, blocks, slots) >= gram_seconds(n, m, blocks, slots)
+    return (products * stream_seconds(n, m, k, blocks, slots, gpu=gpu)
+            >= gram_seconds(n, m, blocks, slots, gpu=gpu, route=route))
 
 
-def worker_slots(client):
-    """Worker threads of the cluster behind ``client`` (at least 1)."""
-    return max(sum(client.nthreads().values()), 1)
+def worker_slots(client, gpu=False):
+    """Worker threads of the cluster behind ``client`` (at least 1); with ``gpu``, its workers (one GPU each)."""
+    nthreads = client.nthreads()
+    return max(len(nthreads) if gpu else sum(nthreads.values()), 1)

@@ -1,20 +1,9 @@
 """Recognize dask arrays without importing dask."""
 from __future__ import annotations
 
+from ..backend import is_dask_array
+
 __all__ = ["is_dask_array", "any_dask_array", "refuse_dask_objective"]
-
-
-def is_dask_array(a) -> bool:
-    """True if ``a`` is a ``dask.array.Array`` (checked by type, dask is never imported).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> is_dask_array(np.ones(3))
-    False
-    """
-    cls = type(a)
-    return cls.__name__ == "Array" and cls.__module__.split(".")[0] == "dask"
 
 
 def any_dask_array(*arrays) -> bool:

@@ -30,6 +30,7 @@ import distributed
 import numpy as np
 
 from .._validation import check_matrix
+from ..backend import get_namespace, is_cupy_namespace
 from ..ops import gram as _gram
 from ..ops.operator import FitPass, check_policy, gram_now, gram_stats, gram_stats_trusted
 from ..backend import to_numpy
@@ -99,6 +100,17 @@ def _check_dask_matrix(X):
         raise TypeError(f"X must hold real numbers, got dtype {X.dtype}")
 
 
+def _chunks_on_gpu(X):
+    """Whether the chunks of dask array ``X`` are CuPy arrays (its ``_meta``)."""
+    meta = getattr(X, "_meta", None)
+    return meta is not None and is_cupy_namespace(get_namespace(meta))
+
+
+def _chunk_namespace(gpu):
+    """The array module of the chunks, for :func:`nyhopt.ops.gram.tensor_core_route` (None: a GPU's)."""
+    return None if gpu else np
+
+
 def _check_dask_targets(y, X):
     if not is_dask_array(y):
         y = np.asarray(y)
@@ -143,6 +155,8 @@ class ShardedData:
         Rows, features and target columns (``p = 0`` without targets).
     dtype : numpy.dtype
         float32 or float64 (integers become float64), as in the single-process path.
+    gpu : bool
+        The chunks are CuPy arrays (read from the dask array's ``_meta``).
     row_chunks : tuple of int
     blocks : list of distributed.Future
         One per row block, each holding ``(X_i, Y_i)`` on one worker.
@@ -173,6 +187,7 @@ class ShardedData:
         self.n, self.d = int(X.shape[0]), int(X.shape[1])
         self.p = 0 if y is None else (1 if y.ndim == 1 else int(y.shape[1]))
         self.dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+        self.gpu = _chunks_on_gpu(X)
         self.row_chunks = tuple(int(c) for c in X.chunks[0])
         xb = X.to_delayed().ravel()
         yb = [None] * len(xb) if y is None else y.to_delayed().ravel()
@@ -363,6 +378,16 @@ class ShardedData:
         return self._copy(self.map_blocks(_blocks.block_scale_targets, *args), _blocks.block_scale_targets,
                           args, None)
 
+    def gram_route(self, setting=None):
+        """The tensor-core route of a Gram pass on these data (``"int8"``, ``"float16"`` or None).
+
+        ``setting``: as :data:`nyhopt.ops.gram.TENSOR_CORES` (None: that global
+        of this process, read now).  A route needs float32 data in CuPy
+        chunks; the workers are told it with each Gram task
+        (:meth:`ShardedOperator.form_gram`), whatever their own setting.
+        """
+        return _gram.tensor_core_route(self.dtype, _chunk_namespace(self.gpu), setting)
+
     def bind(self, kernel, Z, *, gram="auto"):
         """The operator ``K = k(X, Z)`` on these data (``kernel`` and ``Z`` broadcast once)."""
         return ShardedOperator(self, kernel, Z, gram=gram)
@@ -433,6 +458,9 @@ class ShardedOperator:
         self.gram = self.gram_rhs = None
         self._target_sums = None
         self.gram_policy = check_policy(gram, "gram")
+        # read once: the route the workers are told to take is the route this process trusts and prices
+        self._tensor_cores = _gram.tensor_core_setting()
+        self._gram_route = data.gram_route(self._tensor_cores)
         self._streamed, self._slots = 0, None
         self._owns = owns_data
         self._shared = data.broadcast((kernel, self.Z))
@@ -464,9 +492,16 @@ class ShardedOperator:
         return V2
 
     def form_gram(self, U=None):
-        """Form :math:`G = K^T K` now: one pass, one ``m x m`` partial per block; returns ``K^T U`` or None."""
+        """Form :math:`G = K^T K` now: one pass, one ``m x m`` partial per block; returns ``K^T U`` or None.
+
+        Each block is told the operator's tensor-core route (read from
+        :data:`nyhopt.ops.gram.TENSOR_CORES` of this process when the
+        operator was made): a worker in another process takes it, not its own
+        setting, so that :meth:`fit_pass` trusts the sums of the ``G`` formed.
+        """
         use_y = self._check_u(U)
-        self.gram, KtU, ww, wlast = self.data.reduce(_blocks.block_gram, self._shared, use_y)
+        self.gram, KtU, ww, wlast = self.data.reduce(_blocks.block_gram, self._shared, use_y,
+                                                     self._gram_route or False)
         self.passes += 1
         self.gram_rhs = KtU
         self._target_sums = (ww, wlast) if use_y else None
@@ -474,11 +509,12 @@ class ShardedOperator:
 
     def _wants_gram(self, k):
         return gram_now(self, lambda: _cost.cluster_gram_pays(self.data.n, self.shape[1], k, self._streamed,
-                                                              len(self.data.blocks), self._worker_slots()))
+                                                              len(self.data.blocks), self._worker_slots(),
+                                                              gpu=self.data.gpu, route=self._gram_route))
 
     def _worker_slots(self):
         if self._slots is None:
-            self._slots = _cost.worker_slots(self.data.client)
+            self._slots = _cost.worker_slots(self.data.client, self.data.gpu)
         return self._slots
 
     def normal_matvec(self, V, U=None, kv=False):
@@ -528,12 +564,12 @@ class ShardedOperator:
         sums come from :func:`~nyhopt.ops.operator.gram_stats` on the driver,
         with no pass, and ``u`` is None (``memo`` is not used: the Gram pass
         sums the targets); with tensor cores set for float32 data
-        (:data:`nyhopt.ops.gram.TENSOR_CORES`) under the same rule as the
-        in-memory operator.
+        (:data:`nyhopt.ops.gram.TENSOR_CORES`, CuPy chunks) under the same rule as the
+        in-memory operator (the route the workers were told, :meth:`form_gram`).
         """
         self._check_u(W)
         a = np.asarray(a)
-        route = _gram.tensor_core_route(self.dtype)  # the workers' route, should they be GPUs set like this process
+        route = self._gram_route
         if self.stats_from_gram(W) and route != "float16":
             f64 = np.float64
             ww, wlast = self._target_sums

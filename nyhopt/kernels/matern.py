@@ -67,6 +67,8 @@ class MaternKernel(Kernel):
     @property
     def kind(self):
         try:
+            if isinstance(self.nu, (str, bytes, bool, np.bool_)):  # float("1.5") and True == 1 would pass
+                raise TypeError
             return _KINDS[float(self.nu)]
         except (KeyError, TypeError, ValueError):
             raise ValueError(f"nu must be one of 0.5, 1.5, 2.5, got {self.nu!r}") from None

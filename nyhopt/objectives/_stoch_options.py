@@ -7,12 +7,12 @@ Constants (the defaults, the stream numbers of the seeded random quantities),
 """
 from __future__ import annotations
 
-import math
 import numbers
 from typing import NamedTuple
 
 import numpy as np
 
+from .._validation import check_real
 from ..ops.cached import check_cache_policy
 from ._trace import PROBE_KINDS, keyed_generator, sample_rows
 
@@ -123,10 +123,7 @@ def set_options(self, n_probes, probes, trace_estimator, effective_dimension_est
     self.value_form = _choice(value_form, "value_form", _VALUE_FORMS)
     self.gradient = _choice(gradient, "gradient", _GRADIENT_FORMS)
     self.n_rows = None if n_rows is None else _count(n_rows, "n_rows")
-    tol = float(tol)
-    if not (math.isfinite(tol) and tol >= 0):
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
-    self.tol = tol
+    self.tol = check_real(tol, "tol", low=0.0)
     self.maxiter = _count(maxiter, "maxiter", 0)
     if isinstance(warm_start, str):
         if warm_start != "extrapolate":

@@ -82,9 +82,10 @@ def _prepare(kernel, X, Z, *others, checked=False):
     """Validate ``X``, ``Z`` (and extra operands) and return (xp, X, Z, ell).
 
     ``checked``: ``X`` and ``Z`` are valid already (as this returns them;
-    a caller that checked them): only the array module and the kernel's
-    parameters are checked.
+    a caller that checked them): only the array module and the kernel are checked.
     """
+    if not (hasattr(kernel, "lengthscale_array") and hasattr(kernel, "profile")):  # nyhopt.kernels imports ops
+        raise TypeError(f"kernel must be a nyhopt Kernel instance (nyhopt.GaussianKernel(...)), got {kernel!r}")
     xp = get_namespace(X, Z, *[o for o, _ in others])
     if not checked:
         X = check_matrix(X, "X", xp)
@@ -96,12 +97,17 @@ def _prepare(kernel, X, Z, *others, checked=False):
 
 def _operand(a, name, rows, dtype, xp):
     a = xp.asarray(a)
+    if a.dtype.kind not in "biufO":
+        raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
     if a.ndim == 1:
         a = a[:, None]
     if a.ndim != 2 or a.shape[0] != rows:
         raise ValueError(f"{name} must have {rows} rows, got shape {tuple(a.shape)}")
     if a.dtype != dtype:
-        a = a.astype(dtype)
+        try:
+            a = a.astype(dtype)
+        except (TypeError, ValueError) as exc:  # an object array of non-numbers
+            raise TypeError(f"{name} must hold real numbers ({exc})") from None
     return a
 
 

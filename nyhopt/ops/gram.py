@@ -50,7 +50,7 @@ from ..backend import is_cupy_namespace
 from . import _operand, _prepare
 from ._blocks import KernelBlocks
 
-__all__ = ["gram_matrix", "block_gram", "tensor_core_route", "TENSOR_CORES"]
+__all__ = ["gram_matrix", "block_gram", "tensor_core_route", "tensor_core_setting", "TENSOR_CORES"]
 
 #: On a GPU, how the Gram matrix of float32 data is formed (read at each call): ``"int8"`` (the
 #: default: :mod:`nyhopt.ops.gram8`, after its once-per-device check, float64 products if that
@@ -60,17 +60,39 @@ TENSOR_CORES = "int8"
 _ROUTES = (False, "int8", "float16")
 
 
-def tensor_core_route(dtype, xp=None):
+def tensor_core_setting(setting=None):
+    """``setting`` checked (one of ``False``, ``"int8"``, ``"float16"``); None: :data:`TENSOR_CORES`, read now.
+
+    A caller that forms the Gram matrix elsewhere (the workers of a cluster,
+    in other processes) reads the setting once here and passes it on, so
+    that one value governs both sides.
+    """
+    value = TENSOR_CORES if setting is None else setting
+    # ``value in _ROUTES`` would take 0 and 0.0 for False
+    if not any(value is r if isinstance(r, bool) else value == r for r in _ROUTES):
+        name = "nyhopt.ops.gram.TENSOR_CORES" if setting is None else "tensor_cores"
+        raise ValueError(f"{name} must be one of {_ROUTES}, got {value!r}")
+    return value
+
+
+def tensor_core_route(dtype, xp=None, setting=None):
     """The tensor-core route (``"int8"``, ``"float16"``) of a Gram matrix of ``dtype`` data on ``xp``, or None.
 
-    ``xp=None``: on a GPU (the caller knows).
+    ``xp=None``: on a GPU (the caller knows).  ``setting``: as
+    :data:`TENSOR_CORES` (None: that global, read now; see :func:`tensor_core_setting`).
+    None for ``"int8"`` on a device whose :func:`nyhopt.ops.gram8.device_check`
+    failed in this process (its Gram matrices take float64 products).
     """
-    if TENSOR_CORES not in _ROUTES:
-        raise ValueError(f"nyhopt.ops.gram.TENSOR_CORES must be one of {_ROUTES}, got {TENSOR_CORES!r}")
+    setting = tensor_core_setting(setting)
     gpu = xp is None or is_cupy_namespace(xp)
-    if TENSOR_CORES and gpu and np.dtype(dtype) == np.float32:
-        return TENSOR_CORES
-    return None
+    if not (setting and gpu and np.dtype(dtype) == np.float32):
+        return None
+    if setting == "int8":
+        from .gram8 import failed_here
+
+        if failed_here():
+            return None
+    return setting
 
 
 #: Rows per range of the rank updates: fixed, so that the sums do not depend on the thread count.
@@ -95,7 +117,7 @@ def block_gram(K, U, xp):
     return sum_ranges(part, K.shape[0], RANGE_ROWS)
 
 
-def gram_matrix(kernel, X, Z, U=None):
+def gram_matrix(kernel, X, Z, U=None, *, tensor_cores=None):
     r"""``(K^T K, K^T U or None)`` for :math:`K = k(X, Z)`, in one pass over ``X``.
 
     Parameters
@@ -105,6 +127,10 @@ def gram_matrix(kernel, X, Z, U=None):
     Z : array (m, d)
     U : array (n,) or (n, k), optional
         Columns whose products :math:`K^T U` are formed in the same pass.
+    tensor_cores : {False, "int8", "float16"}, optional
+        The tensor-core setting for float32 data on a GPU; None (default):
+        :data:`TENSOR_CORES`, read at the call.  A caller in another process
+        than the one whose setting counts (a worker of a cluster) is passed it.
 
     Returns
     -------
@@ -116,12 +142,12 @@ def gram_matrix(kernel, X, Z, U=None):
     -----
     Costs :math:`n m (m + 2k)` flops and one kernel evaluation per entry.
     On a GPU with float32 data it is :func:`nyhopt.ops.gram8.gram_matrix8`
-    or :func:`nyhopt.ops.gram16.gram_matrix16` as :data:`TENSOR_CORES` says.
+    or :func:`nyhopt.ops.gram16.gram_matrix16` as ``tensor_cores`` (or :data:`TENSOR_CORES`) says.
     On the CPU it runs as a ``"pool"`` phase (:mod:`nyhopt._threads`): the
     kernel blocks and the rank updates are split over nyhopt's worker threads.
     """
     xp, X, Z, _ = _prepare(kernel, X, Z, (U, "U"))
-    route = tensor_core_route(X.dtype, xp)
+    route = tensor_core_route(X.dtype, xp, tensor_cores)
     if route == "int8":
         from .gram8 import device_check, gram_matrix8
 

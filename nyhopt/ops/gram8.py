@@ -76,7 +76,7 @@ from ..backend import is_cupy_namespace
 from . import _cublas, _operand, _prepare, _reference
 
 __all__ = ["BLOCK_ROWS", "PAD", "BASE0", "BASE", "split_digits", "join_digits", "digit_products",
-           "add_digit_products", "gram_matrix8", "device_check"]
+           "add_digit_products", "gram_matrix8", "device_check", "failed_here"]
 
 #: Most rows per integer product: every int32 sum stays below ``BLOCK_ROWS * 127^2 < 2^31``.
 BLOCK_ROWS = 1 << 16
@@ -320,6 +320,16 @@ def device_check(kernel, X, Z, xp):
                           RuntimeWarning, stacklevel=3)
         _CHECKED[key] = not failed
     return _CHECKED[key]
+
+
+def failed_here():
+    """Whether :func:`device_check` failed on the current GPU in this process (for any kernel)."""
+    failed = {dev for (dev, _), ok in _CHECKED.items() if not ok}
+    if not failed:
+        return False
+    import cupy
+
+    return int(cupy.cuda.Device().id) in failed
 
 
 def _device_mismatch(kernel, X, Z, xp):

@@ -556,8 +556,9 @@ class KernelOperator:
                 self.gram, KtU = self.cache.gram(U)
             self._gram_route = None
         else:
-            self.gram, KtU = gram_matrix(self.kernel, self.X, self.Z, U)
-            self._gram_route = _gram.tensor_core_route(self.X.dtype, self.xp)
+            setting = _gram.tensor_core_setting()  # read once: the route taken is the route trusted
+            self.gram, KtU = gram_matrix(self.kernel, self.X, self.Z, U, tensor_cores=setting)
+            self._gram_route = _gram.tensor_core_route(self.X.dtype, self.xp, setting)
         self.passes += 1
         self.gram_rhs = KtU
         return KtU

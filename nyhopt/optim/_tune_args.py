@@ -10,7 +10,7 @@ from ..kernels import Kernel
 from . import adam
 from ._setup import check_dtype
 
-__all__ = ["FIELDS", "check_int", "check_freeze", "check_arguments"]
+__all__ = ["FIELDS", "check_int", "check_freeze", "check_arguments", "check_switches"]
 
 #: Names accepted by ``freeze``.
 FIELDS = ("penalty", "lengthscale", "centers", "amplitude")
@@ -20,6 +20,18 @@ def check_int(value, name, low):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     return int(value)
+
+
+def check_switches(ard, progress, record_terms, track_errors):
+    """The on/off arguments, each True or False (``track_errors`` also None); a ``TypeError`` names the first other.
+
+    A truthy string or number would otherwise pass for True (``ard="no"``).
+    """
+    for name, value in (("ard", ard), ("progress", progress), ("record_terms", record_terms),
+                        ("track_errors", track_errors)):
+        if not (isinstance(value, (bool, np.bool_)) or (value is None and name == "track_errors")):
+            allowed = "True, False or None" if name == "track_errors" else "True or False"
+            raise TypeError(f"{name} must be {allowed}, got {value!r}")
 
 
 def check_freeze(freeze):

@@ -41,7 +41,7 @@ from ._setup import split_validation as _split_validation
 from ._progress import ProgressBar, wants_progress
 from ._stopping import DEFAULT_REL_DELTA, trend_stalled
 from ._targets import encode_targets, resolve_task
-from ._tune_args import FIELDS, check_arguments as _check_arguments
+from ._tune_args import FIELDS, check_arguments as _check_arguments, check_switches
 from ._tracking import ErrorTracker, choose_solver, predictive_scores
 
 __all__ = ["tune", "TuneResult", "TuneRecord", "History", "FIELDS", "default_noise_variance"]
@@ -343,6 +343,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     epochs, patience, min_delta, rel_delta, freeze, dtype = _check_arguments(
         validation, epochs, patience, min_delta, rel_delta, lr, b1, b2, eps, freeze, dtype, callback, kernel,
         objective_options)
+    check_switches(ard, progress, record_terms, track_errors)
     names = check_feature_names_arg(feature_names, X)
     rng = as_generator(random_state)
     if checkpoint is not None:  # restores the generator's state when resuming: before any draw
