@@ -428,5 +428,5 @@ def adjoint_residual(kernel, X, Z, P0, B, Q, ell, xp, wrt=("lengthscale", "cente
                             B=xp.ascontiguousarray(B))
         return _finish_adjoint(*sums, ell, wanted, xp)
     P = P0.copy()
-    P[:, :B.shape[1]] -= kmv(kernel, X, Z, B, ell, xp) if dot is None else kmv(kernel, X, Z, B, ell, xp, dot)
+    P[:, :B.shape[1]] -= kmv(kernel, X, Z, B, ell, xp, dot)
     return adjoint_lowrank(kernel, X, Z, P, Q, ell, xp, wrt=wrt)
