@@ -801,3 +801,32 @@ def test_tune_on_dask_resumes_from_a_checkpoint(client, problem, tmp_path):
     for f in ("log_penalty", "log_lengthscale", "centers"):
         np.testing.assert_array_equal(getattr(resumed.params, f), getattr(full.params, f))
     np.testing.assert_array_equal(resumed.history.objective, full.history.objective)
+
+
+def test_block_passes_do_not_check_the_block_again(problem, monkeypatch):
+    """A block was checked when placed and ``Z`` by the operator: each pass evaluates, validates nothing.
+
+    On CuPy chunks every check is a host synchronization of the worker.
+    """
+    from nyhopt.distributed import _blocks
+
+    X, y = problem[0][:60], problem[1][:60]
+    Z, alpha = X[:7], np.random.default_rng(1).normal(size=(7, 2))
+    block = _blocks.prepare_block(X, np.c_[y, -y], 0, np.float64)
+    shared = (KERNEL, Z)
+    K = ops.kernel_matrix(KERNEL, X, Z)
+    R = block[1] - K @ alpha
+    ones = _blocks.block_with_ones(block)
+
+    def refuse(*a, **k):
+        raise AssertionError("a block pass validated its inputs again")
+
+    monkeypatch.setattr(ops, "check_matrix", refuse)
+    np.testing.assert_allclose(_blocks.block_kmtv(block, shared)[0], K.T @ block[1], rtol=1e-13)
+    np.testing.assert_allclose(_blocks.block_kmv(block, shared, alpha), K @ alpha, rtol=1e-13)
+    np.testing.assert_allclose(_blocks.block_sq_residuals(block, shared, alpha)[0], (R * R).sum(axis=0),
+                               rtol=1e-12)
+    alpha1 = np.random.default_rng(2).normal(size=(7, 3))
+    R1 = ones[1] - K @ alpha1
+    np.testing.assert_allclose(_blocks.block_intercept_stats(ones, shared, alpha1)[0], R1.T @ R1[:, -1],
+                               rtol=1e-12)

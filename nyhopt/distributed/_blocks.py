@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import ops
 from ..ops import gram as _gram
 from ..ops._blocks import KernelBlocks
 from ..ops.operator import column_stats, target_sums
@@ -75,7 +74,7 @@ def block_gram(block, shared, use_y, tensor_cores):
 def block_kmtv(block, shared, U=None):
     """Partial ``(K^T U,)`` of one block; ``U`` is the block's targets when None."""
     X, Y, xp, kernel, Z = _local(block, shared)
-    return (to_numpy(ops.kmtv(kernel, X, Z, Y if U is None else U), dtype=np.float64),)
+    return (to_numpy(_checked(kernel, X, Z).kmtv(Y if U is None else U), dtype=np.float64),)
 
 
 def block_kmv(block, shared, V):
@@ -166,7 +165,7 @@ def block_sq_residuals(block, shared, alpha):
     """Partial ``(sum_rows (K alpha - Y)^2,)`` per column, float64, ``Y`` the last ``k`` target columns."""
     X, W, xp, kernel, Z = _local(block, shared)
     k = alpha.shape[1]
-    F = ops.kmv(kernel, X, Z, xp.asarray(alpha, dtype=X.dtype))
+    F = _checked(kernel, X, Z).kmv(xp.asarray(alpha, dtype=X.dtype))
     R = (F - W[:, W.shape[1] - k:]).astype(np.float64)
     return (to_numpy((R * R).sum(axis=0), dtype=np.float64),)
 
@@ -181,7 +180,7 @@ def block_with_ones(block):
 def block_intercept_stats(block, shared, alpha):
     """Partial ``(R^T r_1,)`` float64 (p + 1,) with ``R = [Y | 1] - K alpha`` (the last column is ``r_1``)."""
     X, W, xp, kernel, Z = _local(block, shared)
-    R = (W - ops.kmv(kernel, X, Z, xp.asarray(alpha, dtype=X.dtype))).astype(np.float64)
+    R = (W - _checked(kernel, X, Z).kmv(xp.asarray(alpha, dtype=X.dtype))).astype(np.float64)
     return (to_numpy(R.T @ R[:, -1], dtype=np.float64),)
 
 
