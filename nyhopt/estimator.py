@@ -26,6 +26,7 @@ import warnings
 import numpy as np
 
 from ._centers import select_centers
+from ._r2 import r2_from_sums, r2_sums
 from ._scaling import column_mean_std, pow2_scale, standardize
 from ._estimator_params import EstimatorMixin
 from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
@@ -439,24 +440,24 @@ class NystromKRR(_NystromBase):
 
         Notes
         -----
-        For a dask ``X`` the predictions (and a dask ``y``) are computed to
-        the driver, as NumPy or CuPy arrays like the chunks.
+        For a dask ``X`` the two sums are reductions on the cluster: the
+        predictions stay on the workers, and only ``2p`` numbers (with a first,
+        lighter pass over ``y`` and the weights for their checks and scale)
+        reach this process.
         """
-        pred = as_native(self.predict(X), "X")  # a dask X: its predictions, computed
+        if on_cluster(X):
+            from .distributed.estimator import r2_sums_dask
+
+            return r2_from_sums(*r2_sums_dask(self, X, y, sample_weight))
+        pred = as_native(self.predict(X), "X")
         xp = get_namespace(pred)
         Y, _ = check_targets(_as_array(y, "y"), "y", pred.shape[0], xp, dtype=np.float64)
         P = pred.reshape(Y.shape).astype(np.float64)
-        w = xp.ones((Y.shape[0], 1)) if sample_weight is None else check_sample_weight(
-            as_native(sample_weight, "sample_weight"), Y.shape[0], xp)
-        w = w.reshape(-1, 1)
-        s = xp.asarray(pow2_scale(np.asarray(xp.abs(Y).max(axis=0).tolist())))  # R^2 is scale-free: no overflow
-        Y, P = Y / s, P / s
-        mean = (w * Y).sum(axis=0) / w.sum()
-        ss_res = (w * (Y - P) ** 2).sum(axis=0)
-        ss_tot = (w * (Y - mean) ** 2).sum(axis=0)
-        ss_res, ss_tot = np.asarray(ss_res.tolist()), np.asarray(ss_tot.tolist())
-        r2 = np.where(ss_tot > 0, 1 - ss_res / np.where(ss_tot > 0, ss_tot, 1), np.where(ss_res == 0, 1.0, 0.0))
-        return float(r2.mean())
+        w = None if sample_weight is None else check_sample_weight(
+            as_native(sample_weight, "sample_weight"), Y.shape[0], xp).reshape(-1, 1)
+        s = xp.asarray(pow2_scale(np.asarray(xp.abs(Y).max(axis=0).tolist())))
+        ss_res, ss_tot = r2_sums(Y / s, P / s, w)
+        return r2_from_sums(ss_res.tolist(), ss_tot.tolist())
 
 
 # ----------------------------------------------------------------------------- classification

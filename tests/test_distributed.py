@@ -830,3 +830,50 @@ def test_block_passes_do_not_check_the_block_again(problem, monkeypatch):
     R1 = ones[1] - K @ alpha1
     np.testing.assert_allclose(_blocks.block_intercept_stats(ones, shared, alpha1)[0], R1.T @ R1[:, -1],
                                rtol=1e-12)
+
+
+def test_score_on_dask_is_a_reduction_on_the_cluster(client, problem, monkeypatch):
+    """R^2 of dask predictions: two reductions, no predictions on the driver; every input checked as in memory."""
+    from nyhopt import estimator
+
+    def to_host(a):
+        return a.compute() if is_dask_array(a) else a
+
+    X, y, _ = problem
+    Y2 = np.c_[y, np.cos(3 * X[:, 2])]
+    kw = dict(kernel=KERNEL, penalty=PENALTY, centers=M, tol=1e-12, maxiter=400, random_state=3)
+    ref = nh.NystromKRR(**kw).fit(X, Y2)
+    model = nh.NystromKRR(**kw).fit(da.from_array(X, chunks=(CHUNKINGS[3], D)),
+                                    da.from_array(Y2, chunks=(CHUNKINGS[3], 2)))
+
+    def refuse(a, name="array"):
+        if is_dask_array(a):
+            raise AssertionError(f"{name}: a dask array was computed to the driver")
+        return a
+
+    monkeypatch.setattr(estimator, "as_native", refuse)
+    Xd = da.from_array(X, chunks=(CHUNKINGS[7], D))
+    w = np.linspace(0.5, 2.0, N)
+    Yd = da.from_array(Y2, chunks=(100, 2))  # other row chunks than X's
+    cases = [(Yd, None), (Y2, 3.0), (Yd, da.from_array(w, chunks=50)),
+             (Y2 * 1e200, w)]  # squares past float64's range: scaled first
+    for yy, sw in cases:
+        want = ref.score(X, to_host(yy), sample_weight=to_host(sw))
+        assert np.isfinite(want)
+        assert model.score(Xd, yy, sample_weight=sw) == pytest.approx(want, rel=1e-10)
+    bad_y = Y2.copy()
+    bad_y[5, 1] = np.nan
+    with pytest.raises(ValueError, match="y contains NaN"):
+        model.score(Xd, da.from_array(bad_y, chunks=(70, 2)))
+    with pytest.raises(ValueError, match="y has 1 columns but the model predicts 2"):
+        model.score(Xd, y)
+    with pytest.raises(ValueError, match="y has 419 rows"):
+        model.score(Xd, Yd[:-1])
+    with pytest.raises(ValueError, match="sample_weight contains NaN"):
+        model.score(Xd, Yd, sample_weight=da.from_array(np.r_[w[:-1], np.inf], chunks=70))
+    with pytest.raises(ValueError, match="sample_weight must have a sum > 0"):
+        model.score(Xd, Yd, sample_weight=da.zeros(N, chunks=70))
+    with pytest.raises(ValueError, match=r"sample_weight has shape \(3,\)"):
+        model.score(Xd, Yd, sample_weight=np.ones(3))
+    with pytest.raises(TypeError, match="y must hold real numbers"):
+        model.score(Xd, da.from_array(np.array(["a"] * N), chunks=70))
