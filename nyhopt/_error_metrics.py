@@ -91,7 +91,8 @@ def rmse(y_true, y_pred) -> float:
     Parameters
     ----------
     y_true, y_pred : array_like of shape (n,) or (n, p)
-        Targets and predictions (NumPy or CuPy arrays).
+        Targets and predictions: NumPy or CuPy arrays, or dask arrays of
+        either (then reduced on the cluster; module notes).
 
     Returns
     -------
