@@ -2,87 +2,98 @@
 
 Host float64 arithmetic on NumPy or CuPy inputs (copied to the host), with
 the input checks every metric shares.  Dask arrays are reduced on the cluster
-instead, in the array module of the predictions' chunks: the checks and the
-sums of :mod:`nyhopt._metric_sums` (the same on both paths) are two passes,
-and a few numbers reach this process.
+instead, one task per row block in the array module of the predictions'
+chunks: the checks and the partial sums of :mod:`nyhopt._metric_sums` (the
+in-memory path is its one-block case), a few numbers per block to this
+process.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ._metric_sums import (Checks, host_values, label_rule, label_stats, rms, scale_of, scaled_sum,
-                           sq_error_sum, wrong_count)
-from .backend import as_native, is_dask_array, to_numpy
+from ._metric_sums import block_partials, combine
+from .backend import as_native, get_namespace, is_dask_array, to_numpy
 
 __all__ = ["rmse", "nrmse", "c_error"]
 
 
-class _Host:
-    """In memory: host float64 arrays (device arrays copied), checks and sums evaluated as stated."""
+def _raise(exc, placed):
+    """Raise the first NaN or infinity among the arrays ``placed`` (name, array) so far, else ``exc``.
 
-    fm = np
-    evaluate = staticmethod(host_values)
+    The values of an argument are checked before anything about the next one,
+    as in memory; on dask arrays that is one compute, on this error path only.
+    """
+    if any(is_dask_array(arr) for _, arr in placed):
+        from .distributed._metrics import all_finite
 
-    @staticmethod
-    def place(a, name):
-        return to_numpy(as_native(a, name))
+        finite = all_finite(*(arr for _, arr in placed))
+    else:
+        finite = [bool(get_namespace(arr).isfinite(arr).all()) for _, arr in placed]
+    for (name, _), ok in zip(placed, finite):
+        if not ok:
+            raise ValueError(f"{name} contains NaN or infinity")
+    raise exc
 
 
-def _as_real_array(a, name, on, checks):
+def _as_real_array(a, name, on_cluster, placed):
     try:
-        arr = on.place(a, name)
+        if is_dask_array(a):
+            arr = a
+        elif on_cluster:  # NumPy or CuPy as they are: the tasks take them to the predictions' module
+            arr = as_native(a, name)
+            arr = arr if hasattr(arr, "dtype") else np.asarray(arr)
+        else:
+            arr = to_numpy(as_native(a, name))
     except Exception as exc:
         err = TypeError(f"{name} must be array-like of real numbers")
         err.__cause__ = exc
-        checks.fail(err)
+        _raise(err, placed)
     if arr.dtype.kind not in "biuf":
-        checks.fail(TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}"))
+        _raise(TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}"), placed)
     if arr.ndim not in (1, 2):
-        checks.fail(ValueError(f"{name} must be 1-D (n,) or 2-D (n, p), got shape {arr.shape}"))
-    arr = arr.astype(np.float64, copy=False)
-    checks.need(on.fm.isfinite(arr).all(), f"{name} contains NaN or infinity")
+        _raise(ValueError(f"{name} must be 1-D (n,) or 2-D (n, p), got shape {arr.shape}"), placed)
+    if not on_cluster:
+        arr = arr.astype(np.float64, copy=False)
+    placed.append((name, arr))
     return arr
 
 
-def _as_float_arrays(y_true, y_pred):
-    """``(on, y_true, y_pred, checks)``: float64 arrays of one shape, their value checks stated in ``checks``.
+def _partials(kind, y_true, y_pred):
+    """``(parts, size)``: :func:`nyhopt._metric_sums.block_partials` of every block (one in memory).
 
-    In memory ``on`` is the host; with a dask input, every input is a dask
-    array on the row blocks of the first one (``nyhopt.distributed._metrics``).
+    The inputs are float64 host arrays of one shape in memory; with a dask
+    input, every input goes on the row blocks of the first one, each block in
+    the array module of its predictions (``nyhopt.distributed._metrics``).
     """
-    if is_dask_array(y_true) or is_dask_array(y_pred):
-        from .distributed._metrics import DaskRows
+    on_cluster = is_dask_array(y_true) or is_dask_array(y_pred)
+    placed = []
+    y_true = _as_real_array(y_true, "y_true", on_cluster, placed)
+    y_pred = _as_real_array(y_pred, "y_pred", on_cluster, placed)
+    if on_cluster:
+        from .distributed._metrics import known_shapes
 
-        on = DaskRows(y_pred, y_true)
-    else:
-        on = _Host
-    checks = Checks(on.evaluate)
-    y_true = _as_real_array(y_true, "y_true", on, checks)
-    y_pred = _as_real_array(y_pred, "y_pred", on, checks)
+        y_true, y_pred = known_shapes(y_true, y_pred)
+        placed = list(zip(("y_true", "y_pred"), (y_true, y_pred)))
     if y_true.ndim == 2 and y_true.shape[1] == 1 and y_pred.ndim == 1:
         y_true = y_true[:, 0]
     if y_pred.ndim == 2 and y_pred.shape[1] == 1 and y_true.ndim == 1:
         y_pred = y_pred[:, 0]
     if y_true.shape != y_pred.shape:
-        checks.fail(ValueError(
-            f"y_true and y_pred must have the same shape, got {y_true.shape} and {y_pred.shape}"
-        ))
+        _raise(ValueError(f"y_true and y_pred must have the same shape, got {y_true.shape} and {y_pred.shape}"),
+               placed)
     if y_true.size == 0:
-        checks.fail(ValueError("y_true is empty"))
-    return on, y_true, y_pred, checks
+        _raise(ValueError("y_true is empty"), placed)
+    if kind == "labels" and y_true.ndim == 2 and y_true.shape[1] >= 2:
+        kind, size = "argmax", y_true.shape[0]
+    else:
+        size = y_true.size
+    if on_cluster:
+        from .distributed._metrics import partials_dask
 
-
-def _rms_and_mean(on, y_true, y_pred, checks, with_mean=False):
-    """``sqrt(mean((y_true - y_pred)**2))`` (and ``|mean(y_true)|``) without overflow or underflow for finite input.
-
-    Runs the checks with the maxima for the scales, then evaluates the sums.
-    """
-    amax_true, amax_pred = checks.run([abs(y_true).max(), abs(y_pred).max()])
-    s, s_true = scale_of(amax_true, amax_pred), scale_of(amax_true)
-    sums = [sq_error_sum(y_true, y_pred, s)] + ([scaled_sum(y_true, s_true)] if with_mean else [])
-    values = on.evaluate(sums)
-    err = rms(values[0], y_true.size, s)
-    return (err, abs(s_true * (float(values[1]) / y_true.size))) if with_mean else err
+        parts = partials_dask(kind, y_pred, y_true)
+    else:
+        parts = [block_partials(kind, y_true, y_pred)]
+    return combine(kind, parts, ("y_true", "y_pred"), size)
 
 
 def rmse(y_true, y_pred) -> float:
@@ -113,7 +124,7 @@ def rmse(y_true, y_pred) -> float:
     >>> rmse([1.0, 2.0], [1.0, 4.0])
     1.4142135623730951
     """
-    return _rms_and_mean(*_as_float_arrays(y_true, y_pred))
+    return _partials("rmse", y_true, y_pred)
 
 
 def nrmse(y_true, y_pred) -> float:
@@ -143,7 +154,7 @@ def nrmse(y_true, y_pred) -> float:
     >>> nrmse([2.0, 4.0], [2.0, 2.0])    # rmse sqrt(2) over mean 3
     0.4714045207910317
     """
-    err, mean = _rms_and_mean(*_as_float_arrays(y_true, y_pred), with_mean=True)
+    err, mean = _partials("rmse+mean", y_true, y_pred)
     if mean == 0.0:
         raise ValueError("nrmse is undefined: mean(y_true) is zero")
     return float(err / mean)
@@ -183,8 +194,4 @@ def c_error(y_true, y_pred) -> float:
     >>> c_error([[1, 0], [0, 1]], [[0.9, 0.2], [0.6, 0.4]])
     0.5
     """
-    on, y_true, y_pred, checks = _as_float_arrays(y_true, y_pred)
-    one_hot = y_true.ndim == 2 and y_true.shape[1] >= 2
-    rule = label_rule(y_true, checks.run([] if one_hot else label_stats(y_true)))
-    (count,) = on.evaluate([wrong_count(y_true, y_pred, rule)])
-    return float(count) / (y_true.shape[0] if rule == "argmax" else y_true.size)
+    return _partials("labels", y_true, y_pred)

@@ -15,8 +15,9 @@ fraction of :math:`y_i` with :math:`|y_i - \mu_i| \le z\,\sigma_i`,
 :math:`z = \Phi^{-1}((1 + \text{level})/2)` (1.96 for 95%), which is ``level``
 for calibrated error bars.  Several output columns are averaged over all
 values.  Arrays may be NumPy or CuPy, or dask arrays of either: then the
-checks and the sums are reductions on the cluster (two passes, a few numbers
-to this process; docs/scaling-out.md).  The results are Python floats.
+checks and the sums are one task per row block on the cluster (one pass, a
+few numbers per block to this process; docs/scaling-out.md).  The results are
+Python floats.
 
 Examples
 --------
@@ -34,49 +35,44 @@ import math
 
 import numpy as np
 
-from ._metric_sums import Checks, covered_count, host_values, nlpd_sum, rms, scale_of, sq_error_sum
+from ._metric_sums import block_partials, combine
 from .backend import as_native, get_namespace, is_dask_array, to_numpy
 
 __all__ = ["rmse", "nlpd", "coverage"]
 
 
-class _InMemory:
-    """Inputs placed on the device of ``mean`` (NumPy or CuPy), checks and sums evaluated as they are stated."""
+def _metric(kind, y, mean, std=None, z=None):
+    """The metric ``kind`` (:func:`nyhopt._metric_sums.combine`) of ``y`` against ``mean`` (and ``std``).
 
-    def __init__(self, mean):
-        self.xp = self.fm = get_namespace(as_native(mean, "mean"))
-
-    def place(self, a, name):
-        a = as_native(a, name)
-        return self.xp.asarray(to_numpy(a) if get_namespace(a) is not self.xp else a)
-
-    evaluate = staticmethod(host_values)
-
-
-def _arrays(y, mean, std=None):
-    """``(on, [y, mean(, std)], checks)``: float64 arrays of one shape in the array module of ``mean``.
-
-    A mismatch names the argument (raised here); the value checks (``std > 0``,
-    NaN or infinity) are stated in ``checks`` for the metric to run with its
-    first statistics.  When an input is a dask array (``predict`` of a model
-    for a dask ``X``) they are all dask arrays on the row blocks of the first
-    one, and ``on.evaluate`` computes on the cluster.
+    The inputs are float64 arrays of one shape in the array module of
+    ``mean``; a mismatch names the argument.  Then the value checks (``std >
+    0``, NaN or infinity, in this order) and the sums come from one pass:
+    over the whole arrays in memory, or, when an input is a dask array
+    (``predict`` of a model for a dask ``X``), one task per row block of the
+    first dask input, in the array module of the predictions' chunks
+    (:mod:`nyhopt.distributed._metrics`).
     """
-    if any(is_dask_array(a) for a in (y, mean, std)):
-        from .distributed._metrics import DaskRows
+    on_cluster = any(is_dask_array(a) for a in (y, mean, std))
+    if not on_cluster:
+        xp = get_namespace(as_native(mean, "mean"))
 
-        on = DaskRows(mean, y, std)
-    else:
-        on = _InMemory(mean)
-
-    def placed(a, name):  # y and std follow mean across host and device
-        a = on.place(a, name)
+    def placed(a, name):  # in memory, y and std follow mean across host and device
+        if not is_dask_array(a):
+            a = as_native(a, name)
+            if on_cluster:
+                a = a if hasattr(a, "dtype") else np.asarray(a)
+            else:
+                a = xp.asarray(to_numpy(a) if get_namespace(a) is not xp else a)
         if a.dtype.kind not in "biuf":
             raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
-        return a.astype(np.float64)
+        return a if on_cluster else a.astype(np.float64)
 
     y = placed(y, "y")
     mean = placed(mean, "mean")
+    if on_cluster:
+        from .distributed._metrics import known_shapes
+
+        y, mean = known_shapes(y, mean)
     if y.size == 0:
         raise ValueError("y is empty")
     if y.shape != mean.shape:
@@ -84,17 +80,21 @@ def _arrays(y, mean, std=None):
             y = y.reshape(mean.shape)
         else:
             raise ValueError(f"y has shape {tuple(y.shape)} but mean has shape {tuple(mean.shape)}")
-    out = [y, mean]
-    checks = Checks(on.evaluate)
+    names = ("y", "mean")
     if std is not None:
         std = placed(std, "std")
+        if on_cluster:
+            (std,) = known_shapes(std)
         if std.shape != mean.shape:
             raise ValueError(f"std has shape {tuple(std.shape)} but mean has shape {tuple(mean.shape)}")
-        checks.need((std > 0).all(), "std must be > 0 everywhere (a zero standard deviation has no density)")
-        out.append(std)
-    for name, a in zip(("y", "mean", "std"), out):
-        checks.need(on.fm.isfinite(a).all(), f"{name} contains NaN or infinity")
-    return on, out, checks
+        names += ("std",)
+    if on_cluster:
+        from .distributed._metrics import partials_dask
+
+        parts = partials_dask(kind, mean, y, std, z=z)
+    else:
+        parts = [block_partials(kind, y, mean, std, z=z)]
+    return combine(kind, parts, names, y.size)
 
 
 def rmse(y, mean) -> float:
@@ -112,13 +112,11 @@ def rmse(y, mean) -> float:
     -----
     The differences are taken after a division by a power of two near the
     largest magnitude (exact): finite values near the float64 limit do not
-    overflow.  For dask arrays the checks and the sum are two reductions on
-    the cluster; two numbers, then one, reach this process.
+    overflow.  For dask arrays every row block is one task on the cluster,
+    which returns its checks, maxima and sum; the blocks' sums are added
+    exactly in the units of the largest power of two.
     """
-    on, (y, mean), checks = _arrays(y, mean)
-    s = scale_of(*checks.run([abs(y).max(), abs(mean).max()]))
-    (total,) = on.evaluate([sq_error_sum(y, mean, s)])
-    return rms(total, y.size, s)
+    return _metric("rmse", y, mean)
 
 
 def nlpd(y, mean, std) -> float:
@@ -138,10 +136,7 @@ def nlpd(y, mean, std) -> float:
     ValueError
         Mismatched shapes, ``std <= 0``, NaN or infinity.
     """
-    on, (y, mean, std), checks = _arrays(y, mean, std)
-    checks.run()
-    (total,) = on.evaluate([nlpd_sum(y, mean, std, on.fm)])
-    return float(float(total) / y.size + 0.5 * math.log(2.0 * math.pi))
+    return float(_metric("nlpd", y, mean, std) + 0.5 * math.log(2.0 * math.pi))
 
 
 def coverage(y, mean, std, level=0.95) -> float:
@@ -160,8 +155,4 @@ def coverage(y, mean, std, level=0.95) -> float:
         raise ValueError(f"level must be a probability in (0, 1), got {level!r}")
     from scipy.special import ndtri
 
-    on, (y, mean, std), checks = _arrays(y, mean, std)
-    checks.run()
-    z = float(ndtri(0.5 + 0.5 * float(level)))
-    (count,) = on.evaluate([covered_count(y, mean, std, z, on.fm)])
-    return float(count) / y.size
+    return _metric("coverage", y, mean, std, z=float(ndtri(0.5 + 0.5 * float(level))))

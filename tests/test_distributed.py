@@ -881,11 +881,13 @@ def test_score_on_dask_is_a_reduction_on_the_cluster(client, problem, monkeypatc
 
 def _no_driver_copies(monkeypatch):
     """Refuse every road of a dask array into this process but ``dask.compute`` of a few numbers;
-    return the list of the sizes of what each ``dask.compute`` brought back."""
+    return the list, one entry per ``dask.compute``, of the counts of numbers in what it brought back
+    (one entry per output: a row block's partials, or a flag)."""
     import dask
 
     from nyhopt import _error_metrics, backend, metrics
-    from nyhopt.distributed import _metrics
+    from nyhopt._metric_sums import Partials
+    from nyhopt.distributed import _rows
 
     def refuse(a, name="array"):
         if is_dask_array(a):
@@ -895,14 +897,14 @@ def _no_driver_copies(monkeypatch):
     def no_array(self, *args, **kwargs):
         raise AssertionError("a dask array was converted to a NumPy array on the driver")
 
-    for module in (backend, metrics, _error_metrics, _metrics):
+    for module in (backend, metrics, _error_metrics, _rows):
         monkeypatch.setattr(module, "as_native", refuse)
     monkeypatch.setattr(da.Array, "__array__", no_array)
     computed, compute = [], dask.compute
 
     def counted(*args, **kwargs):
         out = compute(*args, **kwargs)
-        computed.append([int(np.size(v)) for v in out])
+        computed.append([len(v.ok) + len(v.values) if isinstance(v, Partials) else int(np.size(v)) for v in out])
         return out
 
     monkeypatch.setattr(dask, "compute", counted)
@@ -920,9 +922,15 @@ def _host(a):
     return a.compute() if is_dask_array(a) else a
 
 
+def _blocks_of(*arrays):
+    """The number of row blocks of the first dask array."""
+    return len(next(a for a in arrays if is_dask_array(a)).chunks[0])
+
+
 def test_metrics_on_dask_are_reductions_on_the_cluster(client, monkeypatch):
     """nyhopt.metrics and the errors of nyhopt.datasets on dask arrays (and in-memory ones beside them):
-    the in-memory values, by two computes of a few numbers each (checks, then sums)."""
+    the in-memory values, by one compute of a few numbers per row block of the first dask input
+    (the predictions' blocks, else the targets')."""
     from nyhopt import datasets, metrics
 
     y, mean, std = _metric_inputs()
@@ -950,11 +958,12 @@ def test_metrics_on_dask_are_reductions_on_the_cluster(client, monkeypatch):
             want = metric(*want_args)
             assert type(got) is float and np.isfinite(want)
             assert got == pytest.approx(want, rel=1e-12, abs=0)
-            assert len(computed) == 2 and max(max(c) for c in computed) == 1
+            assert len(computed) == 1 and len(computed[0]) == _blocks_of(mm, yy, ss) and max(computed[0]) <= 8
     for truth, pred in [(labels, mean), (2 * labels - 1, mean), (onehot, scores), (labels[:, None], mean)]:
         computed.clear()
         got = datasets.c_error(d(truth, chunks=(70,) + truth.shape[1:]), d(pred, chunks=(50,) + pred.shape[1:]))
-        assert got == datasets.c_error(truth, pred) and len(computed) == 2
+        numbers = 3 if truth.ndim == 2 and truth.shape[1] > 1 else 6  # flags, counts (and the label stats)
+        assert got == datasets.c_error(truth, pred) and computed == [[numbers] * 9]
     assert datasets.rmse(d(np.array([1.7e307, -1.7e307]), chunks=1), [-1.7e307, 1.7e307]) == pytest.approx(
         3.4e307, rel=1e-15)
     assert datasets.rmse(d(np.array([3e-310, 0.0]), chunks=1), [0.0, 4e-310]) == datasets.rmse(
@@ -962,6 +971,50 @@ def test_metrics_on_dask_are_reductions_on_the_cluster(client, monkeypatch):
     part = d(y, chunks=70)
     part = part[part > 0]  # unknown block sizes
     assert metrics.rmse(part, 0.5 * part) == pytest.approx(metrics.rmse(y[y > 0], 0.5 * y[y > 0]), rel=1e-12)
+
+
+def test_metrics_compute_lazy_predictions_once(problem, monkeypatch):
+    """The metrics of a model's lazy dask predictions (and standard deviations): one ``dask.compute`` per
+    metric, in which every row block of the predictions is computed once (the synchronous scheduler runs
+    the block functions here, where they are counted); the values of the computed predictions."""
+    import dask
+
+    from nyhopt import datasets, metrics
+    from nyhopt.distributed import estimator as dist_estimator
+
+    X, y, _ = problem
+    model = nh.NystromKRR(KERNEL, penalty=PENALTY, centers=M, random_state=0, normalize_y=True).fit(X, y)
+    Xd, yd = _dask(X, y, 3)
+    calls, computes = [], []
+    for name in ("_predict_block", "_std_block"):
+        def counted_block(*args, _f=getattr(dist_estimator, name), _name=name, **kwargs):
+            calls.append(_name)
+            return _f(*args, **kwargs)
+
+        monkeypatch.setattr(dist_estimator, name, counted_block)
+    compute = dask.compute
+
+    def counted(*args, **kwargs):
+        computes.append(len(args))
+        return compute(*args, **kwargs)
+
+    monkeypatch.setattr(dask, "compute", counted)
+    with dask.config.set(scheduler="synchronous"):
+        mean, std = model.predict(Xd, return_std=True)
+        want_mean, want_std = mean.compute(), std.compute()
+        for metric, args, blocks in [
+            (metrics.rmse, (yd, mean), ["_predict_block"] * 3),
+            (metrics.rmse, (y, model.predict(Xd)), ["_predict_block"] * 3),
+            (metrics.nlpd, (yd, mean, std), ["_predict_block", "_std_block"] * 3),
+            (metrics.coverage, (y, mean, std), ["_predict_block", "_std_block"] * 3),
+            (datasets.nrmse, (yd, mean), ["_predict_block"] * 3),
+            (datasets.c_error, (np.sign(y), mean), ["_predict_block"] * 3),
+        ]:
+            calls.clear(), computes.clear()
+            got = metric(*args)
+            assert sorted(calls) == sorted(blocks) and computes == [3], metric
+            want = metric(*(want_mean if a is mean else want_std if a is std else _host(a) for a in args))
+            assert got == pytest.approx(want, rel=1e-12, abs=0)
 
 
 def test_metrics_on_dask_raise_the_in_memory_errors(client, monkeypatch):
@@ -1009,8 +1062,10 @@ def test_metrics_on_dask_raise_the_in_memory_errors(client, monkeypatch):
     ]
 
     def outcome(metric, *args):
+        computed.clear()
         with pytest.raises((TypeError, ValueError)) as info:
             metric(*args)
+        assert len(computed) <= 1 and max(computed[0] if computed else [0]) <= 8  # one compute at most
         return type(info.value), str(info.value)
 
     def chunked(a, rows):
@@ -1028,6 +1083,5 @@ def test_metrics_on_dask_raise_the_in_memory_errors(client, monkeypatch):
                 continue
             assert outcome(metric, *mixed) == want, (metric, which)
         assert outcome(metric, *[chunked(a, 50 + 20 * i) for i, a in enumerate(args)]) == want
-    assert all(max(c, default=0) <= 1 for c in computed)
     with pytest.raises(ValueError, match="level must be a probability"):
         metrics.coverage(da.from_array(y), mean, std, level=1.5)

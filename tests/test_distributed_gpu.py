@@ -221,10 +221,11 @@ def test_score_predict_and_metrics_with_cupy_chunks(client, problem):
 def test_metrics_of_cupy_chunks_are_reductions_on_the_device(client, monkeypatch):
     """nyhopt.metrics and the errors of nyhopt.datasets on dask arrays of CuPy chunks (host arrays beside them
     move to the device block by block): the in-memory values, from sums computed on the device, and the
-    in-memory errors."""
+    in-memory errors; one compute per metric, a task per row block."""
     import dask
 
     from nyhopt import datasets, metrics
+    from nyhopt.distributed import _metrics
 
     cp = cupy_or_none()
     rng = np.random.default_rng(5)
@@ -234,14 +235,18 @@ def test_metrics_of_cupy_chunks_are_reductions_on_the_device(client, monkeypatch
     def dev(a, rows=ROWS):
         return da.from_array(cp.asarray(a), chunks=(rows,) + a.shape[1:], asarray=False)
 
-    computed, compute = [], dask.compute
+    computed, compute, block_partials = [], dask.compute, _metrics.block_partials
 
     def counted(*args, **kwargs):
-        out = compute(*args, **kwargs)
-        computed.append([type(v).__module__.split(".")[0] for v in out])
-        return out
+        computed.append([])
+        return compute(*args, **kwargs)
+
+    def on_device(kind, Y, M, *args, **kwargs):  # the workers are threads of this process
+        computed[-1].append(type(M).__module__.split(".")[0])  # the module the block's sums are taken in
+        return block_partials(kind, Y, M, *args, **kwargs)
 
     monkeypatch.setattr(dask, "compute", counted)
+    monkeypatch.setattr(_metrics, "block_partials", on_device)
     cases = [(dev(y), dev(mean, 70), dev(std, 33)), (y, dev(mean), std), (dev(y), dev(mean), cp.asarray(std)),
              (da.from_array(y, chunks=100), dev(mean), dev(std)),  # NumPy chunks of y for CuPy predictions
              (dev(np.c_[y, y]), dev(np.c_[mean, -mean], 70), np.c_[std, std])]
@@ -252,7 +257,7 @@ def test_metrics_of_cupy_chunks_are_reductions_on_the_device(client, monkeypatch
             computed.clear()
             got = metric(yy, mm, ss)
             assert type(got) is float and got == pytest.approx(metric(*want), rel=1e-12, abs=0)
-            assert len(computed) == 2 and set(computed[1]) == {"cupy"}  # the sums were taken on the device
+            assert len(computed) == 1 and set(computed[0]) == {"cupy"}  # the sums were taken on the device
     labels = (y > 0).astype(np.int64)
     assert datasets.c_error(dev(labels), dev(mean, 70)) == datasets.c_error(labels, mean)
     # host predictions and CuPy chunks of y: the device blocks come to the host, block by block

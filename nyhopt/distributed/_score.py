@@ -14,15 +14,14 @@ from .._r2 import r2_combine, r2_partials
 from .._validation import check_sample_weight
 from ..backend import as_native, get_namespace, to_numpy
 from ._detect import is_dask_array
+from ._rows import on_rows, per_row_block
 from .estimator import predict_dask
 
 __all__ = ["r2_sums_dask"]
 
 
 def _rows_like(a, name, n, rows):
-    """``a`` (dask or in-memory, ``n`` rows) as a dask array on the row blocks ``rows``, one column block."""
-    import dask.array as da
-
+    """``a`` (dask or in-memory, ``n`` rows, checked) as a dask array on the row blocks ``rows``, one column block."""
     if not is_dask_array(a):
         a = as_native(a, name)
         if get_namespace(a) is np:
@@ -33,9 +32,7 @@ def _rows_like(a, name, n, rows):
         raise ValueError(f"{name} must be 1-D (n,) or 2-D (n, p), got shape {tuple(a.shape)}")
     if a.shape[0] != n:
         raise ValueError(f"{name} has {a.shape[0]} rows but X has {n}")
-    if not is_dask_array(a):
-        return da.from_array(a, chunks=(rows,) + tuple(a.shape[1:]), asarray=False)
-    return a.rechunk({0: rows, 1: -1} if a.ndim == 2 else {0: rows})
+    return on_rows(a, rows)
 
 
 def _block_partials(P, Y, w):
@@ -51,8 +48,6 @@ def _block_partials(P, Y, w):
 
 def r2_sums_dask(est, X, y, sample_weight=None):
     """``(ss_res, ss_tot)`` (float64 (p,), in a common power-of-two unit) of ``est`` on a dask ``X`` and ``y``."""
-    import dask
-
     pred = predict_dask(est, X)
     n, rows = pred.shape[0], X.chunks[0]
     Y = _rows_like(y, "y", n, rows)
@@ -67,8 +62,7 @@ def r2_sums_dask(est, X, y, sample_weight=None):
         elif sample_weight.shape != (n,):
             raise ValueError(f"sample_weight has shape {sample_weight.shape}, expected ({n},)")
         w = _rows_like(sample_weight, "sample_weight", n, rows)
-    blocks = [a.to_delayed().ravel() if a is not None else [None] * len(rows) for a in (pred, Y, w)]
-    parts = dask.compute(*[dask.delayed(_block_partials)(*b) for b in zip(*blocks)])
+    parts = per_row_block(_block_partials, pred, Y, w)
     if not all(p.finite_y for p in parts):
         raise ValueError("y contains NaN or infinity")
     if not all(p.finite_w for p in parts):
