@@ -58,12 +58,13 @@ def _as_real_array(a, name, on_cluster, placed):
     return arr
 
 
-def _partials(kind, y_true, y_pred):
-    """``(parts, size)``: :func:`nyhopt._metric_sums.block_partials` of every block (one in memory).
+def _metric(kind, y_true, y_pred):
+    """The metric ``kind`` (:func:`nyhopt._metric_sums.combine`) of ``y_true`` against ``y_pred``.
 
-    The inputs are float64 host arrays of one shape in memory; with a dask
-    input, every input goes on the row blocks of the first one, each block in
-    the array module of its predictions (``nyhopt.distributed._metrics``).
+    In memory the inputs are float64 host arrays of one shape, one block;
+    with a dask input, every input goes on the row blocks of the first dask
+    one (the predictions', else the targets'), one task per block in the
+    array module of its predictions (``nyhopt.distributed._metrics``).
     """
     on_cluster = is_dask_array(y_true) or is_dask_array(y_pred)
     placed = []
@@ -124,7 +125,7 @@ def rmse(y_true, y_pred) -> float:
     >>> rmse([1.0, 2.0], [1.0, 4.0])
     1.4142135623730951
     """
-    return _partials("rmse", y_true, y_pred)
+    return _metric("rmse", y_true, y_pred)
 
 
 def nrmse(y_true, y_pred) -> float:
@@ -154,7 +155,7 @@ def nrmse(y_true, y_pred) -> float:
     >>> nrmse([2.0, 4.0], [2.0, 2.0])    # rmse sqrt(2) over mean 3
     0.4714045207910317
     """
-    err, mean = _partials("rmse+mean", y_true, y_pred)
+    err, mean = _metric("rmse+mean", y_true, y_pred)
     if mean == 0.0:
         raise ValueError("nrmse is undefined: mean(y_true) is zero")
     return float(err / mean)
@@ -194,4 +195,4 @@ def c_error(y_true, y_pred) -> float:
     >>> c_error([[1, 0], [0, 1]], [[0.9, 0.2], [0.6, 0.4]])
     0.5
     """
-    return _partials("labels", y_true, y_pred)
+    return _metric("labels", y_true, y_pred)

@@ -946,6 +946,7 @@ def test_metrics_on_dask_are_reductions_on_the_cluster(client, monkeypatch):
         (d(y[:, None], chunks=(70, 1)), d(mean, chunks=70), d(std, chunks=70)),  # a column of targets
         (d(Y2, chunks=(100, 1)), d(M2, chunks=(70, 2)), S2),  # two outputs, blocks across columns too
         (d(1e200 * Y2, chunks=(70, 2)), 1e200 * M2, d(1e200 * S2, chunks=(70, 2))),  # squares past float64
+        (y, d(mean, chunks=((100, 0, 320),)), d(std, chunks=70)),  # an empty row block
     ]
     computed = _no_driver_copies(monkeypatch)
     for yy, mm, ss in cases:

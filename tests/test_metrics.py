@@ -49,6 +49,42 @@ def test_metrics_bad_input():
         metrics.rmse(y, np.array([0.0, np.nan, 0.0]))
 
 
+def test_block_partials_combine_to_the_one_block_values():
+    """The partial sums of row blocks (one task each on a cluster) combine to the metrics of the whole
+    arrays (one block, the in-memory path): blocks of very different magnitudes (their own powers of
+    two), an empty block, 2-D blocks; the value checks raise in order whichever block fails them."""
+    from nyhopt._metric_sums import block_partials, combine
+
+    rng = np.random.default_rng(3)
+    y, mean = rng.normal(size=(2, 300))
+    std = rng.uniform(0.2, 1.5, 300)
+    y[:100] *= 1e300
+    mean[:100] *= 1e300
+    y[100:150] *= 1e-300
+    labels = (y > 0).astype(float)
+    cuts = [0, 100, 100, 150, 299, 300]
+
+    def blocks(kind, names, *arrays, z=None):
+        parts = [block_partials(kind, *(a[i:j] for a in arrays), z=z) for i, j in zip(cuts, cuts[1:])]
+        return combine(kind, parts, names, arrays[0].size), combine(kind, [block_partials(kind, *arrays, z=z)],
+                                                                    names, arrays[0].size)
+
+    two, three = ("y", "mean"), ("y", "mean", "std")
+    for kind, args, names in [("rmse", (y, mean), two), ("rmse+mean", (y + 3, mean), two),
+                              ("rmse", (y[100:150], mean[100:150]), two),
+                              ("nlpd", (y[150:], mean[150:], std[150:]), three),
+                              ("coverage", (y, mean, 1e300 * std), three), ("labels", (labels, mean), two),
+                              ("labels", (np.sign(y), mean), two), ("argmax", (np.c_[y, -y], np.c_[mean, std]), two)]:
+        got, want = blocks(kind, names, *args, z=1.5)
+        assert got == pytest.approx(want, rel=1e-13, abs=0), kind
+    bad_std, nan_y = std.copy(), y.copy()
+    bad_std[200], nan_y[20] = 0.0, np.nan
+    with pytest.raises(ValueError, match="std must be > 0"):  # checked before y's NaN, in another block
+        blocks("nlpd", three, nan_y, mean, bad_std)
+    with pytest.raises(ValueError, match="y_pred contains NaN"):
+        blocks("rmse", ("y_true", "y_pred"), y, nan_y)
+
+
 def data(n=240, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.uniform(-1, 1, (n, 2))
