@@ -407,8 +407,8 @@ class HyperoptKRRClassifier(_HyperoptBase):
     _task = "classification"
     _estimator_type = "classifier"
 
-    def fit(self, X, y, validation=None, callback=None):
-        super().fit(X, y, validation=validation, callback=callback)
+    def fit(self, X, y, validation=None, callback=None, feature_names=None):
+        super().fit(X, y, validation=validation, callback=callback, feature_names=feature_names)
         self.classes_ = self.model_.classes_
         return self
 

@@ -145,6 +145,16 @@ def test_non_string_and_mixed_column_names(data):
         nh.HyperoptKRR(centers=10, epochs=2).fit(pd.DataFrame(X, columns=["a", 1, "c"]), y)
 
 
+@pytest.mark.parametrize("cls,target", [(nh.HyperoptKRR, "y"), (nh.HyperoptKRRClassifier, "labels")])
+def test_hyperopt_fit_takes_feature_names_for_bare_arrays(data, cls, target):
+    # both self-tuning estimators document fit(..., feature_names=...) (the classifier used to refuse it)
+    X = data[0]
+    est = cls(centers=10, epochs=1).fit(X, _target(data, target), feature_names=["a", "b", "c"])
+    assert est.feature_names_in_.tolist() == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="Feature names must be in the same order"):
+        est.predict(pd.DataFrame(X, columns=["b", "a", "c"]))
+
+
 def test_float_dataframe_is_not_copied(data):
     X, _, _ = data
     df = pd.DataFrame(X.copy(), columns=["a", "b", "c"])
