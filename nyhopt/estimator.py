@@ -30,6 +30,7 @@ from ._r2 import r2_from_sums, r2_sums
 from ._scaling import column_mean_std, pow2_scale, standardize
 from ._estimator_params import EstimatorMixin
 from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
+from ._estimator_input import regression_targets
 from ._validation import check_labels, check_positive, check_real, check_sample_weight, check_targets
 from .backend import as_native, get_namespace, is_cupy_namespace
 from .kernels import GaussianKernel, Kernel, make_kernel
@@ -356,7 +357,7 @@ class NystromKRR(_NystromBase):
         if client is not None:
             raise ValueError("client is only used with dask arrays X, y; leave it out for in-memory data")
         X, xp = _check_X(self, X, reset=True)
-        y = _as_array(y, "y")
+        y = regression_targets(y, "NystromKRRClassifier")
         get_namespace(X, y)
         Y, was_1d = check_targets(y, "y", X.shape[0], xp, dtype=X.dtype)
         p = Y.shape[1]

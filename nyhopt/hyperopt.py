@@ -30,6 +30,7 @@ from .backend import get_namespace
 from .placement import on_cluster
 from ._fitted import not_fitted_error as _not_fitted_error
 from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
+from ._estimator_input import regression_targets
 
 __all__ = ["HyperoptKRR", "HyperoptKRRClassifier"]
 
@@ -139,7 +140,10 @@ class _HyperoptBase(EstimatorMixin):
         self._check_feature_names(names, reset=True)
         if X.shape[0] < 2:
             raise ValueError(f"X has n_samples = {X.shape[0]}; tuning needs at least 2 samples")
-        y = _as_array(check_labels(y, "y"), "y", numeric=self._task == "regression")
+        if self._task == "regression":
+            y = regression_targets(check_labels(y, "y"), "HyperoptKRRClassifier")
+        else:
+            y = _as_array(check_labels(y, "y"), "y", numeric=False)
         if self._task == "classification" and y.ndim == 2 and y.shape[1] == 1:
             warnings.warn("A column-vector y was passed when a 1d array was expected; y was raveled to "
                           "shape (n,)", DataConversionWarning, stacklevel=3)

@@ -135,6 +135,18 @@ def test_ops_name_the_kernel_and_non_numeric_operands(data):
     np.testing.assert_allclose(ops.kmv(nh.GaussianKernel(1.0), X, Z, V), ops.kmv(nh.GaussianKernel(1.0), X, Z, np.ones(4)))
 
 
+@pytest.mark.parametrize("est,classifier", [(nh.NystromKRR(centers=5), "NystromKRRClassifier"),
+                                            (nh.HyperoptKRR(centers=5, epochs=1), "HyperoptKRRClassifier")])
+def test_regressor_given_text_labels_names_the_classifier(data, est, classifier):
+    X, y = data
+    labels = np.where(y > 0, "yes", "no")
+    with pytest.raises(TypeError, match=f"^y must hold real numbers, got dtype <U3 .*use {classifier}"):
+        est.fit(X, labels)
+    with pytest.raises((TypeError, ValueError), match=f"use {classifier}"):
+        est.fit(X, labels.astype(object))
+    assert est.fit(X, labels == "yes").predict(X[:2]).shape == (2,)  # booleans are numbers
+
+
 @pytest.mark.parametrize("func", [metrics.rmse, lambda y, m: metrics.nlpd(y, m, np.ones(len(m))),
                                   lambda y, m: metrics.coverage(y, m, np.ones(len(m)))])
 def test_metrics_name_non_numeric_arguments(func):
