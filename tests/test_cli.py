@@ -295,6 +295,25 @@ def test_predict_reads_a_python_saved_model_columns_by_name(tmp_path, regression
     np.testing.assert_allclose(np.array(rows, dtype=float)[:, 0], est.predict(X), rtol=1e-12)
 
 
+def test_predict_into_a_closed_pipe_ends_quietly(tmp_path, regression_csv, capsys, monkeypatch):
+    # "nyhopt predict model.npz data.csv | head" printed "error: [Errno 32] Broken pipe" (status 2)
+    csv_path, X, y = regression_csv
+    model = nh.NystromKRR(centers=5).fit(X, y)
+    model.feature_names_in_ = np.array(["x1", "x2", "x3"], dtype=object)  # as `nyhopt tune` saves them
+    path = nh.save_model(tmp_path / "m.npz", model)
+
+    class ClosedPipe:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(["predict", path, str(csv_path)]) == 141
+    assert capsys.readouterr().err == ""
+
+
 # ---------------------------------------------------------------------- --device
 
 
