@@ -128,7 +128,7 @@ class _HyperoptBase(EstimatorMixin):
         """
         from .optim import tune
 
-        self._check_options()
+        self._check_options(validation)
         names = check_feature_names_arg(feature_names, X)
         if on_cluster(X, y):  # "stoch-prop" regression on the current Dask client
             from .distributed.tune import fit_hyperopt_dask
@@ -173,13 +173,26 @@ class _HyperoptBase(EstimatorMixin):
         )
         return self._set_fitted(result, mean, scale, X.shape[1])
 
-    def _check_options(self):
+    def _check_options(self, validation=None):
         """The estimator's own options (``tune`` checks the ones it is passed), with errors naming them."""
         if not isinstance(self.standardize, (bool, np.bool_)):
             raise TypeError(f"standardize must be True or False, got {self.standardize!r}")
         vf = self.validation_fraction
+        candidates = isinstance(self.objective, (list, tuple))
+        if candidates and vf is None and validation is None:
+            raise ValueError("objective lists candidates to choose by validation error: give "
+                             "validation_fraction= (a fraction in (0, 1) or a number of folds k >= 2), or "
+                             "fit(X, y, validation=(X_val, y_val))")
         if isinstance(vf, numbers.Integral) and not isinstance(vf, (bool, np.bool_)):
-            return  # k-fold choice among objectives: checked by tune
+            if validation is not None:
+                return  # fit's validation= overrides it
+            if not candidates:
+                raise ValueError(f"validation_fraction={vf!r} is a number of folds, which chooses among a list of "
+                                 "objectives; with one objective give a fraction in (0, 1) such as 0.2")
+            if vf < 2:
+                raise ValueError(f"validation_fraction={vf!r} folds: give k >= 2 folds (or a fraction in (0, 1) "
+                                 "such as 0.2)")
+            return  # k-fold choice among objectives: the number of rows is checked by tune
         if vf is not None and (isinstance(vf, (bool, np.bool_)) or not isinstance(vf, numbers.Real)
                                or not 0.0 < float(vf) < 1.0):
             raise ValueError(f"validation_fraction must be None, a fraction in (0, 1) or a number of folds, "
