@@ -287,8 +287,13 @@ _PARAMS_DOC = """
         Standardize the columns of ``X`` (training mean and standard
         deviation) before tuning and predicting, as the paper and the command
         line do (:func:`nyhopt.tune` takes ``X`` as given).
-    penalty, lengthscale : float, optional
-        Initial values (default :math:`1/n` and the median heuristic).
+    penalty : float, optional
+        Initial penalty (default :math:`1/n`).
+    lengthscale : float or array of shape (d,), optional
+        Initial lengthscale(s), in standardized coordinates when
+        ``standardize`` is True (default: the median heuristic; a ``Kernel``
+        instance as ``kernel`` also gives its lengthscale).  One per feature
+        needs ``ard=True``.
     freeze : iterable of {"penalty", "lengthscale", "centers", "amplitude"}, default ()
         Hyperparameters that are not tuned.  The kernel amplitude is learned
         only by ``sgpr`` (the other objectives ignore it); freezing it keeps
