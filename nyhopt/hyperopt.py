@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 
-from ._estimator_params import EstimatorMixin, check_feature_names_arg
+from ._estimator_params import EstimatorMixin, check_feature_names_arg, check_validation_names
 from ._validation import check_labels, check_matrix
 from ._scaling import column_mean_std, standardize
 from .backend import get_namespace
@@ -156,6 +156,7 @@ class _HyperoptBase(EstimatorMixin):
         if validation is not None:
             if not (isinstance(validation, (tuple, list)) and len(validation) == 2):
                 raise TypeError("validation must be a tuple (X_val, y_val)")
+            check_validation_names(names, validation[0])
             Xv = _as_array(validation[0], "validation X")
             Xv = check_matrix(Xv, "validation X", xp, n_features=X.shape[1])
             val = (apply_standardization(Xv, mean, scale) if self.standardize else Xv,

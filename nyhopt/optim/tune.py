@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._estimator_params import check_feature_names_arg
+from .._estimator_params import check_feature_names_arg, check_validation_names
 from .._validation import check_labels, check_matrix
 from ..backend import as_native, get_namespace, is_cupy_namespace, to_numpy
 from ..kernels import Kernel, make_kernel
@@ -327,6 +327,8 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     >>> res.model.predict(X[:2]).shape, res.params.lengthscale.shape
     ((2,), (2,))
     """
+    if isinstance(validation, (tuple, list)) and len(validation) == 2:  # rows used by position
+        check_validation_names(check_feature_names_arg(feature_names, X), validation[0])
     if not isinstance(objective, str):
         if checkpoint is not None:
             raise ValueError("checkpoint is not available with a list of objectives (each candidate would "
