@@ -453,6 +453,9 @@ class NystromKRR(_NystromBase):
         pred = as_native(self.predict(X), "X")
         xp = get_namespace(pred)
         Y, _ = check_targets(_as_array(y, "y"), "y", pred.shape[0], xp, dtype=np.float64)
+        if pred.size != Y.size:
+            raise ValueError(f"y has {Y.shape[1]} output column(s) but the model predicts "
+                             f"{pred.size // max(pred.shape[0], 1)}")
         P = pred.reshape(Y.shape).astype(np.float64)
         w = None if sample_weight is None else check_sample_weight(
             as_native(sample_weight, "sample_weight"), Y.shape[0], xp).reshape(-1, 1)

@@ -329,6 +329,9 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     """
     if isinstance(validation, (tuple, list)) and len(validation) == 2:  # rows used by position
         check_validation_names(check_feature_names_arg(feature_names, X), validation[0])
+        if _n_outputs(validation[1]) != _n_outputs(y):
+            raise ValueError(f"validation y has {_n_outputs(validation[1])} output column(s) but y has "
+                             f"{_n_outputs(y)}")
     if not isinstance(objective, str):
         if checkpoint is not None:
             raise ValueError("checkpoint is not available with a list of objectives (each candidate would "
@@ -420,6 +423,14 @@ def _start(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, rng, 
     if client is not None:
         raise ValueError("client is only used with dask arrays X, y; leave it out for in-memory data")
     return _start_in_memory(X, y, **kw)
+
+
+def _n_outputs(y) -> int:
+    """Number of target columns of ``y`` ((n,) and (n, 1): one), read from its shape alone."""
+    shape = getattr(y, "shape", None)
+    if shape is None:
+        shape = np.shape(y)
+    return 1 if len(shape) < 2 else int(shape[1])
 
 
 def _start_in_memory(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, rng, validation, task, dtype,
