@@ -225,6 +225,35 @@ def check_labels(y, name: str = "y"):
     return obj.astype(str if kind == "string" else bytes)
 
 
+def check_label_kind(y, classes, name: str = "y"):
+    """Refuse labels of another kind than ``classes``: text never equals a number.
+
+    ``y`` and ``classes`` as :func:`check_labels` returns them (numbers,
+    ``str`` or ``bytes``; NumPy or CuPy).  Without this check, text labels
+    scored against numeric classes (or the reverse) count as all wrong.
+
+    Raises
+    ------
+    TypeError
+        ``y`` holds strings and the classes numbers, or the reverse.
+
+    Examples
+    --------
+    >>> check_label_kind(np.array(["a"]), np.array([0, 1]))
+    Traceback (most recent call last):
+    ...
+    TypeError: y holds strings but the classes are numbers [0, 1]; give labels of the kind the model was fitted on
+    """
+    def kind(a):
+        return {"U": "strings", "S": "bytes"}.get(getattr(getattr(a, "dtype", None), "kind", "f"), "numbers")
+
+    if kind(y) != kind(classes):
+        shown = [v.item() if hasattr(v, "item") else v for v in list(classes[:6])]
+        listed = f"{shown[:5]}".rstrip("]") + (", ...]" if len(shown) > 5 else "]")
+        raise TypeError(f"{name} holds {kind(y)} but the classes are {kind(classes)} {listed}; give labels of the "
+                        "kind the model was fitted on")
+
+
 def check_positive(value, name: str) -> float:
     """Return ``value`` as a float, raising if it is not a finite number > 0.
 

@@ -31,7 +31,7 @@ from ._scaling import column_mean_std, pow2_scale, standardize
 from ._estimator_params import EstimatorMixin
 from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
 from ._estimator_input import regression_targets
-from ._validation import check_labels, check_positive, check_real, check_sample_weight, check_targets
+from ._validation import check_label_kind, check_labels, check_positive, check_real, check_sample_weight, check_targets
 from .backend import as_native, get_namespace, is_cupy_namespace
 from .kernels import GaussianKernel, Kernel, make_kernel
 from .ops import kmv
@@ -597,7 +597,8 @@ class NystromKRRClassifier(_NystromBase):
         """
         pred = as_native(self.predict(X), "X")
         xp = get_namespace(pred)
-        y = _as_array(y, "y", numeric=False).reshape(-1)
+        y = _as_array(check_labels(y, "y"), "y", numeric=False).reshape(-1)
+        check_label_kind(y, self.classes_)
         if is_cupy_namespace(xp) and get_namespace(y) is not xp:  # host labels, model on the GPU: as NystromKRR.score
             if y.dtype.kind not in "biuf":
                 raise TypeError(f"y holds {y.dtype} labels but the model was fitted on the GPU (numeric classes_)")

@@ -147,6 +147,22 @@ def test_regressor_given_text_labels_names_the_classifier(data, est, classifier)
     assert est.fit(X, labels == "yes").predict(X[:2]).shape == (2,)  # booleans are numbers
 
 
+def test_labels_of_another_kind_than_the_classes_are_refused(data):
+    # text labels scored against numeric classes (or the reverse) counted as all wrong, silently
+    X, y = data
+    words = np.where(y > 0, "yes", "no")
+    clf = nh.NystromKRRClassifier(centers=5).fit(X, words)
+    with pytest.raises(TypeError, match=r"^y holds numbers but the classes are strings \['no', 'yes'\]"):
+        clf.score(X, (y > 0).astype(int))
+    assert clf.score(X, words.astype(object).tolist()) == clf.score(X, words)
+    flags = nh.NystromKRRClassifier(centers=5).fit(X, y > 0)
+    assert flags.score(X, (y > 0).astype(int)) == flags.score(X, y > 0)  # booleans are numbers
+    with pytest.raises(TypeError, match="validation y holds numbers but the classes are strings"):
+        nh.tune(X, words, centers=5, epochs=1, progress=False, validation=(X[:10], np.zeros(10)))
+    with pytest.raises(TypeError, match="validation y holds strings but the classes are numbers"):
+        nh.HyperoptKRRClassifier(centers=5, epochs=1).fit(X, y > 0, validation=(X[:10], words[:10]))
+
+
 @pytest.mark.parametrize("func", [metrics.rmse, lambda y, m: metrics.nlpd(y, m, np.ones(len(m))),
                                   lambda y, m: metrics.coverage(y, m, np.ones(len(m)))])
 def test_metrics_name_non_numeric_arguments(func):

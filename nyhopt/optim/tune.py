@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._estimator_params import check_feature_names_arg, check_validation_names
-from .._validation import check_labels, check_matrix
+from .._validation import check_label_kind, check_labels, check_matrix
 from ..backend import as_native, get_namespace, is_cupy_namespace, to_numpy
 from ..kernels import Kernel, make_kernel
 from ..params import Params
@@ -458,6 +458,9 @@ def _start_in_memory(X, y, *, objective, centers, penalty, lengthscale, kernel, 
             X_val = check_matrix(X_val, "validation X", xp, dtype=dtype, n_features=X.shape[1])
             if len(y_val) != X_val.shape[0]:
                 raise ValueError(f"validation y has {len(y_val)} rows but validation X has {X_val.shape[0]}")
+            if task == "classification":
+                y_val = check_labels(y_val, "validation y")
+                check_label_kind(y_val, np.unique(y) if isinstance(y, np.ndarray) else y, "validation y")
         else:
             raise TypeError("validation must be None, a fraction in (0, 1) or a tuple (X_val, y_val)")
     if track_errors is None:
