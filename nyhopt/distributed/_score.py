@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._r2 import r2_combine, r2_partials
-from .._validation import check_sample_weight
+from .._validation import check_sample_weight, check_target_layout
 from ..backend import as_native, get_namespace, to_numpy
 from ._detect import is_dask_array
 from .estimator import predict_dask
@@ -27,12 +27,7 @@ def _rows_like(a, name, n, rows):
         a = as_native(a, name)
         if get_namespace(a) is np:
             a = np.asarray(a)
-    if a.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
-    if a.ndim not in (1, 2):
-        raise ValueError(f"{name} must be 1-D (n,) or 2-D (n, p), got shape {tuple(a.shape)}")
-    if a.shape[0] != n:
-        raise ValueError(f"{name} has {a.shape[0]} rows but X has {n}")
+    check_target_layout(a, name, n)
     if not is_dask_array(a):
         return da.from_array(a, chunks=(rows,) + tuple(a.shape[1:]), asarray=False)
     return a.rechunk({0: rows, 1: -1} if a.ndim == 2 else {0: rows})
