@@ -1,70 +1,88 @@
 """The test errors of the paper: ``rmse``, ``nrmse`` and ``c_error`` (public from :mod:`nyhopt.datasets`).
 
 Host float64 arithmetic on NumPy or CuPy inputs (copied to the host), with
-the input checks every metric shares.
+the input checks every metric shares.  Dask arrays are reduced on the cluster
+instead, in the array module of the predictions' chunks: the checks and the
+sums of :mod:`nyhopt._metric_sums` (the same on both paths) are two passes,
+and a few numbers reach this process.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ._metric_sums import (Checks, host_values, label_rule, label_stats, rms, scale_of, scaled_sum,
+                           sq_error_sum, wrong_count)
+from .backend import as_native, is_dask_array, to_numpy
+
 __all__ = ["rmse", "nrmse", "c_error"]
 
 
-def _as_real_array(a, name):
-    from .backend import as_native, to_numpy
+class _Host:
+    """In memory: host float64 arrays (device arrays copied), checks and sums evaluated as stated."""
 
+    fm = np
+    evaluate = staticmethod(host_values)
+
+    @staticmethod
+    def place(a, name):
+        return to_numpy(as_native(a, name))
+
+
+def _as_real_array(a, name, on, checks):
     try:
-        arr = to_numpy(as_native(a, name))
+        arr = on.place(a, name)
     except Exception as exc:
-        raise TypeError(f"{name} must be array-like of real numbers") from exc
+        err = TypeError(f"{name} must be array-like of real numbers")
+        err.__cause__ = exc
+        checks.fail(err)
     if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+        checks.fail(TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}"))
     if arr.ndim not in (1, 2):
-        raise ValueError(f"{name} must be 1-D (n,) or 2-D (n, p), got shape {arr.shape}")
+        checks.fail(ValueError(f"{name} must be 1-D (n,) or 2-D (n, p), got shape {arr.shape}"))
     arr = arr.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or infinity")
+    checks.need(on.fm.isfinite(arr).all(), f"{name} contains NaN or infinity")
     return arr
 
 
 def _as_float_arrays(y_true, y_pred):
-    y_true = _as_real_array(y_true, "y_true")
-    y_pred = _as_real_array(y_pred, "y_pred")
+    """``(on, y_true, y_pred, checks)``: float64 arrays of one shape, their value checks stated in ``checks``.
+
+    In memory ``on`` is the host; with a dask input, every input is a dask
+    array on the row blocks of the first one (``nyhopt.distributed._metrics``).
+    """
+    if is_dask_array(y_true) or is_dask_array(y_pred):
+        from .distributed._metrics import DaskRows
+
+        on = DaskRows(y_pred, y_true)
+    else:
+        on = _Host
+    checks = Checks(on.evaluate)
+    y_true = _as_real_array(y_true, "y_true", on, checks)
+    y_pred = _as_real_array(y_pred, "y_pred", on, checks)
     if y_true.ndim == 2 and y_true.shape[1] == 1 and y_pred.ndim == 1:
         y_true = y_true[:, 0]
     if y_pred.ndim == 2 and y_pred.shape[1] == 1 and y_true.ndim == 1:
         y_pred = y_pred[:, 0]
     if y_true.shape != y_pred.shape:
-        raise ValueError(
+        checks.fail(ValueError(
             f"y_true and y_pred must have the same shape, got {y_true.shape} and {y_pred.shape}"
-        )
+        ))
     if y_true.size == 0:
-        raise ValueError("y_true is empty")
-    return y_true, y_pred
+        checks.fail(ValueError("y_true is empty"))
+    return on, y_true, y_pred, checks
 
 
-def _rms_diff(y_true, y_pred):
-    """``sqrt(mean((y_true - y_pred)**2))`` without overflow or underflow for finite input."""
-    with np.errstate(over="ignore", under="ignore"):
-        diff = y_true - y_pred
-        plain = float(np.sqrt(np.mean(diff ** 2)))
-        if np.isfinite(plain) and (plain > 0.0 or not np.any(diff)):
-            return plain
-        factor = 1.0
-        if not np.all(np.isfinite(diff)):  # |y_true - y_pred| beyond the float64 range
-            diff, factor = y_true * 0.5 - y_pred * 0.5, 2.0
-        scale = float(np.max(np.abs(diff)))
-        return factor * scale * float(np.sqrt(np.mean((diff / scale) ** 2)))
+def _rms_and_mean(on, y_true, y_pred, checks, with_mean=False):
+    """``sqrt(mean((y_true - y_pred)**2))`` (and ``|mean(y_true)|``) without overflow or underflow for finite input.
 
-
-def _abs_mean(y):
-    """``|mean(y)|`` without overflow of the sum for finite input."""
-    with np.errstate(over="ignore"):
-        mean = float(np.mean(y))
-    if np.isfinite(mean):
-        return abs(mean)
-    scale = float(np.max(np.abs(y)))
-    return abs(scale * float(np.mean(y / scale)))
+    Runs the checks with the maxima for the scales, then evaluates the sums.
+    """
+    amax_true, amax_pred = checks.run([abs(y_true).max(), abs(y_pred).max()])
+    s, s_true = scale_of(amax_true, amax_pred), scale_of(amax_true)
+    sums = [sq_error_sum(y_true, y_pred, s)] + ([scaled_sum(y_true, s_true)] if with_mean else [])
+    values = on.evaluate(sums)
+    err = rms(values[0], y_true.size, s)
+    return (err, abs(s_true * (float(values[1]) / y_true.size))) if with_mean else err
 
 
 def rmse(y_true, y_pred) -> float:
@@ -73,7 +91,8 @@ def rmse(y_true, y_pred) -> float:
     Parameters
     ----------
     y_true, y_pred : array_like of shape (n,) or (n, p)
-        Targets and predictions (NumPy or CuPy arrays).
+        Targets and predictions: NumPy or CuPy arrays, or dask arrays of
+        either (then reduced on the cluster; module notes).
 
     Returns
     -------
@@ -94,8 +113,7 @@ def rmse(y_true, y_pred) -> float:
     >>> rmse([1.0, 2.0], [1.0, 4.0])
     1.4142135623730951
     """
-    y_true, y_pred = _as_float_arrays(y_true, y_pred)
-    return _rms_diff(y_true, y_pred)
+    return _rms_and_mean(*_as_float_arrays(y_true, y_pred))
 
 
 def nrmse(y_true, y_pred) -> float:
@@ -125,11 +143,10 @@ def nrmse(y_true, y_pred) -> float:
     >>> nrmse([2.0, 4.0], [2.0, 2.0])    # rmse sqrt(2) over mean 3
     0.4714045207910317
     """
-    y_true, y_pred = _as_float_arrays(y_true, y_pred)
-    mean = _abs_mean(y_true)
+    err, mean = _rms_and_mean(*_as_float_arrays(y_true, y_pred), with_mean=True)
     if mean == 0.0:
         raise ValueError("nrmse is undefined: mean(y_true) is zero")
-    return float(_rms_diff(y_true, y_pred) / mean)
+    return float(err / mean)
 
 
 def c_error(y_true, y_pred) -> float:
@@ -166,9 +183,8 @@ def c_error(y_true, y_pred) -> float:
     >>> c_error([[1, 0], [0, 1]], [[0.9, 0.2], [0.6, 0.4]])
     0.5
     """
-    y_true, y_pred = _as_float_arrays(y_true, y_pred)
-    if y_true.ndim == 2 and y_true.shape[1] >= 2:
-        return float(np.mean(np.argmax(y_true, axis=1) != np.argmax(y_pred, axis=1)))
-    if np.all((y_true == 0) | (y_true == 1)) and np.any(y_true == 0):
-        return float(np.mean((y_pred > 0.5) != (y_true > 0.5)))
-    return float(np.mean((y_pred > 0) != (y_true > 0)))
+    on, y_true, y_pred, checks = _as_float_arrays(y_true, y_pred)
+    one_hot = y_true.ndim == 2 and y_true.shape[1] >= 2
+    rule = label_rule(y_true, checks.run([] if one_hot else label_stats(y_true)))
+    (count,) = on.evaluate([wrong_count(y_true, y_pred, rule)])
+    return float(count) / (y_true.shape[0] if rule == "argmax" else y_true.size)

@@ -12,6 +12,7 @@ import numpy as np
 __all__ = [
     "check_matrix",
     "check_targets",
+    "check_target_layout",
     "check_sample_weight",
     "check_labels",
     "check_lengthscale",
@@ -87,15 +88,20 @@ def check_matrix(a, name: str, xp=np, dtype=None, n_features: int | None = None,
     return arr
 
 
+def check_target_layout(a, name: str, n: int):
+    """Raise for ``a`` (any array, dask included: dtype and shape only) that is not ``n`` rows of real numbers, 1-D or 2-D; return ``a``."""
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
+    if a.ndim not in (1, 2):
+        raise ValueError(f"{name} must be 1-D (n,) or 2-D (n, p), got shape {tuple(a.shape)}")
+    if a.shape[0] != n:
+        raise ValueError(f"{name} has {a.shape[0]} rows but X has {n}")
+    return a
+
+
 def check_targets(y, name: str, n: int, xp=np, dtype=None):
     """Return targets as ``(n, p)`` floating array and whether the input was 1-D."""
-    arr = xp.asarray(y)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
-    if arr.ndim not in (1, 2):
-        raise ValueError(f"{name} must be 1-D (n,) or 2-D (n, p), got shape {tuple(arr.shape)}")
-    if arr.shape[0] != n:
-        raise ValueError(f"{name} has {arr.shape[0]} rows but X has {n}")
+    arr = check_target_layout(xp.asarray(y), name, n)
     was_1d = arr.ndim == 1
     arr = arr.reshape(n, -1)
     target = dtype if dtype is not None else (arr.dtype if _is_float_dtype(arr.dtype) else np.float64)

@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 
 from ._centers import select_centers
-from ._r2 import r2_from_sums, r2_sums
+from ._r2 import r2_combine, r2_from_sums, r2_partials
 from ._scaling import column_mean_std, pow2_scale, standardize
 from ._estimator_params import EstimatorMixin
 from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
@@ -441,13 +441,12 @@ class NystromKRR(_NystromBase):
 
         Notes
         -----
-        For a dask ``X`` the two sums are reductions on the cluster: the
-        predictions stay on the workers, and only ``2p`` numbers (with a first,
-        lighter pass over ``y`` and the weights for their checks and scale)
-        reach this process.
+        For a dask ``X`` the sums are reduced on the cluster, one task per
+        row block (its predictions, targets and weights): the predictions
+        are not collected, and a few numbers per output reach this process.
         """
         if on_cluster(X):
-            from .distributed.estimator import r2_sums_dask
+            from .distributed._score import r2_sums_dask
 
             return r2_from_sums(*r2_sums_dask(self, X, y, sample_weight))
         pred = as_native(self.predict(X), "X")
@@ -458,10 +457,9 @@ class NystromKRR(_NystromBase):
                              f"{pred.size // max(pred.shape[0], 1)}")
         P = pred.reshape(Y.shape).astype(np.float64)
         w = None if sample_weight is None else check_sample_weight(
-            as_native(sample_weight, "sample_weight"), Y.shape[0], xp).reshape(-1, 1)
-        s = xp.asarray(pow2_scale(np.asarray(xp.abs(Y).max(axis=0).tolist())))
-        ss_res, ss_tot = r2_sums(Y / s, P / s, w)
-        return r2_from_sums(ss_res.tolist(), ss_tot.tolist())
+            as_native(sample_weight, "sample_weight"), Y.shape[0], xp)
+        ss_res, ss_tot, _ = r2_combine([r2_partials(Y, P, w)])
+        return r2_from_sums(ss_res, ss_tot)
 
 
 # ----------------------------------------------------------------------------- classification

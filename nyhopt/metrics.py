@@ -14,8 +14,9 @@ and the coverage of the central interval of probability ``level``: the
 fraction of :math:`y_i` with :math:`|y_i - \mu_i| \le z\,\sigma_i`,
 :math:`z = \Phi^{-1}((1 + \text{level})/2)` (1.96 for 95%), which is ``level``
 for calibrated error bars.  Several output columns are averaged over all
-values.  Arrays may be NumPy or CuPy (or dask arrays of either, computed
-first); the results are Python floats.
+values.  Arrays may be NumPy or CuPy, or dask arrays of either: then the
+checks and the sums are reductions on the cluster (two passes, a few numbers
+to this process; docs/scaling-out.md).  The results are Python floats.
 
 Examples
 --------
@@ -33,27 +34,49 @@ import math
 
 import numpy as np
 
-from .backend import as_native, get_namespace, to_numpy
+from ._metric_sums import Checks, covered_count, host_values, nlpd_sum, rms, scale_of, sq_error_sum
+from .backend import as_native, get_namespace, is_dask_array, to_numpy
 
 __all__ = ["rmse", "nlpd", "coverage"]
 
 
+class _InMemory:
+    """Inputs placed on the device of ``mean`` (NumPy or CuPy), checks and sums evaluated as they are stated."""
+
+    def __init__(self, mean):
+        self.xp = self.fm = get_namespace(as_native(mean, "mean"))
+
+    def place(self, a, name):
+        a = as_native(a, name)
+        return self.xp.asarray(to_numpy(a) if get_namespace(a) is not self.xp else a)
+
+    evaluate = staticmethod(host_values)
+
+
 def _arrays(y, mean, std=None):
-    """``(y, mean, std)``: float64 arrays of one shape on the device of ``mean``; a mismatch names the argument.
+    """``(on, [y, mean(, std)], checks)``: float64 arrays of one shape in the array module of ``mean``.
 
-    Dask arrays (``predict`` of a model for a dask ``X``) are computed first.
+    A mismatch names the argument (raised here); the value checks (``std > 0``,
+    NaN or infinity) are stated in ``checks`` for the metric to run with its
+    first statistics.  When an input is a dask array (``predict`` of a model
+    for a dask ``X``) they are all dask arrays on the row blocks of the first
+    one, and ``on.evaluate`` computes on the cluster.
     """
-    y, mean, std = as_native(y, "y"), as_native(mean, "mean"), as_native(std, "std")
-    xp = get_namespace(mean)
+    if any(is_dask_array(a) for a in (y, mean, std)):
+        from .distributed._metrics import DaskRows
 
-    def on_mean_device(a, name):  # y and std follow mean across host and device
-        a = xp.asarray(to_numpy(a) if get_namespace(a) is not xp else a)
+        on = DaskRows(mean, y, std)
+    else:
+        on = _InMemory(mean)
+
+    def placed(a, name):  # y and std follow mean across host and device
+        a = on.place(a, name)
         if a.dtype.kind not in "biuf":
             raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
-        return a.astype(xp.float64)
+        return a.astype(np.float64)
 
-    y = on_mean_device(y, "y")
-    mean = on_mean_device(mean, "mean")
+    y = placed(y, "y")
+    mean = placed(mean, "mean")
     if y.size == 0:
         raise ValueError("y is empty")
     if y.shape != mean.shape:
@@ -62,17 +85,16 @@ def _arrays(y, mean, std=None):
         else:
             raise ValueError(f"y has shape {tuple(y.shape)} but mean has shape {tuple(mean.shape)}")
     out = [y, mean]
+    checks = Checks(on.evaluate)
     if std is not None:
-        std = on_mean_device(std, "std")
+        std = placed(std, "std")
         if std.shape != mean.shape:
             raise ValueError(f"std has shape {tuple(std.shape)} but mean has shape {tuple(mean.shape)}")
-        if not bool(xp.all(std > 0)):
-            raise ValueError("std must be > 0 everywhere (a zero standard deviation has no density)")
+        checks.need((std > 0).all(), "std must be > 0 everywhere (a zero standard deviation has no density)")
         out.append(std)
     for name, a in zip(("y", "mean", "std"), out):
-        if not bool(xp.all(xp.isfinite(a))):
-            raise ValueError(f"{name} contains NaN or infinity")
-    return xp, out
+        checks.need(on.fm.isfinite(a).all(), f"{name} contains NaN or infinity")
+    return on, out, checks
 
 
 def rmse(y, mean) -> float:
@@ -85,10 +107,18 @@ def rmse(y, mean) -> float:
     Returns
     -------
     float
+
+    Notes
+    -----
+    The differences are taken after a division by a power of two near the
+    largest magnitude (exact): finite values near the float64 limit do not
+    overflow.  For dask arrays the checks and the sum are two reductions on
+    the cluster; two numbers, then one, reach this process.
     """
-    xp, (y, mean) = _arrays(y, mean)
-    d = y - mean
-    return float(xp.sqrt(xp.mean(d * d)))
+    on, (y, mean), checks = _arrays(y, mean)
+    s = scale_of(*checks.run([abs(y).max(), abs(mean).max()]))
+    (total,) = on.evaluate([sq_error_sum(y, mean, s)])
+    return rms(total, y.size, s)
 
 
 def nlpd(y, mean, std) -> float:
@@ -108,9 +138,10 @@ def nlpd(y, mean, std) -> float:
     ValueError
         Mismatched shapes, ``std <= 0``, NaN or infinity.
     """
-    xp, (y, mean, std) = _arrays(y, mean, std)
-    z = (y - mean) / std
-    return float(xp.mean(0.5 * z * z + xp.log(std)) + 0.5 * math.log(2.0 * math.pi))
+    on, (y, mean, std), checks = _arrays(y, mean, std)
+    checks.run()
+    (total,) = on.evaluate([nlpd_sum(y, mean, std, on.fm)])
+    return float(float(total) / y.size + 0.5 * math.log(2.0 * math.pi))
 
 
 def coverage(y, mean, std, level=0.95) -> float:
@@ -129,6 +160,8 @@ def coverage(y, mean, std, level=0.95) -> float:
         raise ValueError(f"level must be a probability in (0, 1), got {level!r}")
     from scipy.special import ndtri
 
-    xp, (y, mean, std) = _arrays(y, mean, std)
+    on, (y, mean, std), checks = _arrays(y, mean, std)
+    checks.run()
     z = float(ndtri(0.5 + 0.5 * float(level)))
-    return float(xp.mean((xp.abs(y - mean) <= z * std).astype(xp.float64)))
+    (count,) = on.evaluate([covered_count(y, mean, std, z, on.fm)])
+    return float(count) / y.size

@@ -190,7 +190,7 @@ def test_estimator_fit_predict_on_dask(client, problem):
 
 def test_score_and_metrics_on_dask(client, problem):
     """score of a model fitted on dask arrays, for a dask X and a dask or in-memory y (and weights), and the
-    metrics of its dask predictions: the values of one process (the predictions are computed)."""
+    metrics of its dask predictions: the values of one process."""
     from nyhopt import datasets, metrics
 
     X, y, _ = problem
@@ -877,3 +877,157 @@ def test_score_on_dask_is_a_reduction_on_the_cluster(client, problem, monkeypatc
         model.score(Xd, Yd, sample_weight=np.ones(3))
     with pytest.raises(TypeError, match="y must hold real numbers"):
         model.score(Xd, da.from_array(np.array(["a"] * N), chunks=70))
+
+
+def _no_driver_copies(monkeypatch):
+    """Refuse every road of a dask array into this process but ``dask.compute`` of a few numbers;
+    return the list of the sizes of what each ``dask.compute`` brought back."""
+    import dask
+
+    from nyhopt import _error_metrics, backend, metrics
+    from nyhopt.distributed import _metrics
+
+    def refuse(a, name="array"):
+        if is_dask_array(a):
+            raise AssertionError(f"{name}: a dask array was computed to the driver")
+        return a
+
+    def no_array(self, *args, **kwargs):
+        raise AssertionError("a dask array was converted to a NumPy array on the driver")
+
+    for module in (backend, metrics, _error_metrics, _metrics):
+        monkeypatch.setattr(module, "as_native", refuse)
+    monkeypatch.setattr(da.Array, "__array__", no_array)
+    computed, compute = [], dask.compute
+
+    def counted(*args, **kwargs):
+        out = compute(*args, **kwargs)
+        computed.append([int(np.size(v)) for v in out])
+        return out
+
+    monkeypatch.setattr(dask, "compute", counted)
+    return computed
+
+
+def _metric_inputs(seed=5):
+    rng = np.random.default_rng(seed)
+    y, mean = rng.normal(size=(2, N))
+    std = rng.uniform(0.2, 1.5, size=N)
+    return y, mean, std
+
+
+def _host(a):
+    return a.compute() if is_dask_array(a) else a
+
+
+def test_metrics_on_dask_are_reductions_on_the_cluster(client, monkeypatch):
+    """nyhopt.metrics and the errors of nyhopt.datasets on dask arrays (and in-memory ones beside them):
+    the in-memory values, by two computes of a few numbers each (checks, then sums)."""
+    from nyhopt import datasets, metrics
+
+    y, mean, std = _metric_inputs()
+    Y2, M2, S2 = np.c_[y, 2 * y], np.c_[mean, mean + 0.1], np.c_[std, 0.5 * std]
+    labels = (y > 0).astype(np.int64)
+    onehot = np.eye(3)[np.digitize(y, [-0.4, 0.4])]
+    scores = np.c_[mean, -mean, 0.3 * std]
+    d = da.from_array
+    cases = [  # (y, mean, std): other row chunks than the first dask input's, in-memory beside dask
+        (d(y, chunks=70), d(mean, chunks=CHUNKINGS[3]), d(std, chunks=33)),
+        (y, d(mean, chunks=60), std),
+        (d(y, chunks=100), mean, list(std)),
+        (d(y[:, None], chunks=(70, 1)), d(mean, chunks=70), d(std, chunks=70)),  # a column of targets
+        (d(Y2, chunks=(100, 1)), d(M2, chunks=(70, 2)), S2),  # two outputs, blocks across columns too
+        (d(1e200 * Y2, chunks=(70, 2)), 1e200 * M2, d(1e200 * S2, chunks=(70, 2))),  # squares past float64
+    ]
+    computed = _no_driver_copies(monkeypatch)
+    for yy, mm, ss in cases:
+        want_args = [_host(a) for a in (yy, mm, ss)]
+        for metric in (metrics.nlpd, metrics.coverage, lambda a, m, s: metrics.coverage(a, m, s, level=0.5),
+                       lambda a, m, s: metrics.rmse(a, m), lambda a, m, s: datasets.rmse(a, m),
+                       lambda a, m, s: datasets.nrmse(a + 3, m)):
+            computed.clear()
+            got = metric(yy, mm, ss)
+            want = metric(*want_args)
+            assert type(got) is float and np.isfinite(want)
+            assert got == pytest.approx(want, rel=1e-12, abs=0)
+            assert len(computed) == 2 and max(max(c) for c in computed) == 1
+    for truth, pred in [(labels, mean), (2 * labels - 1, mean), (onehot, scores), (labels[:, None], mean)]:
+        computed.clear()
+        got = datasets.c_error(d(truth, chunks=(70,) + truth.shape[1:]), d(pred, chunks=(50,) + pred.shape[1:]))
+        assert got == datasets.c_error(truth, pred) and len(computed) == 2
+    assert datasets.rmse(d(np.array([1.7e307, -1.7e307]), chunks=1), [-1.7e307, 1.7e307]) == pytest.approx(
+        3.4e307, rel=1e-15)
+    assert datasets.rmse(d(np.array([3e-310, 0.0]), chunks=1), [0.0, 4e-310]) == datasets.rmse(
+        [3e-310, 0.0], [0.0, 4e-310])
+    part = d(y, chunks=70)
+    part = part[part > 0]  # unknown block sizes
+    assert metrics.rmse(part, 0.5 * part) == pytest.approx(metrics.rmse(y[y > 0], 0.5 * y[y > 0]), rel=1e-12)
+
+
+def test_metrics_on_dask_raise_the_in_memory_errors(client, monkeypatch):
+    """Every check of the metrics, on dask arrays: the error (type and message) of the same arrays in memory."""
+    from nyhopt import datasets, metrics
+
+    y, mean, std = _metric_inputs()
+
+    def with_nan(a, value=np.nan, at=-1):
+        a = a.copy()
+        a[at] = value
+        return a
+
+    text = np.array(["a"] * N)
+    metric_cases = [  # (metric, y, mean, std); the first dask (by position) gets its own row blocks
+        (metrics.nlpd, with_nan(y), mean, std),
+        (metrics.nlpd, y, with_nan(mean, np.inf), std),
+        (metrics.nlpd, y, mean, with_nan(std, np.inf)),
+        (metrics.nlpd, y, mean, with_nan(std, 0.0)),
+        (metrics.nlpd, y, mean, with_nan(std)),  # NaN is not > 0: the first check to fail
+        (metrics.coverage, with_nan(y), mean, with_nan(std, -1.0)),  # std > 0 is checked first
+        (metrics.coverage, y, mean, std[:-1]),
+        (metrics.coverage, y, mean, np.c_[std, std]),
+        (metrics.nlpd, y[:-1], mean, std),
+        (metrics.nlpd, y[:0], mean[:0], std[:0]),
+        (metrics.nlpd, text, mean, std),
+        (metrics.nlpd, y, text, std),
+        (metrics.nlpd, y, mean, text),
+        (metrics.nlpd, y, mean, y.astype(complex)),
+        (lambda a, m, s: metrics.rmse(a, m), y, with_nan(mean), None),
+    ]
+    ragged = [[1.0, 2.0], [3.0]]
+    error_cases = [  # (metric, y_true, y_pred)
+        (datasets.rmse, with_nan(y), mean),
+        (datasets.rmse, y, with_nan(mean, -np.inf)),
+        (datasets.nrmse, with_nan(y), text),  # y_true's values are checked before y_pred's dtype
+        (datasets.nrmse, with_nan(y), mean[:-1]),
+        (datasets.nrmse, y, text),
+        (datasets.nrmse, y.astype(complex), mean),
+        (datasets.c_error, y, mean[:-1]),
+        (datasets.c_error, np.ones((N, 2, 2)), mean),
+        (datasets.c_error, y[:0], mean[:0]),
+        (datasets.nrmse, np.tile([1.5, -1.5], N // 2), mean),  # a zero mean
+        (datasets.rmse, y, ragged),
+    ]
+
+    def outcome(metric, *args):
+        with pytest.raises((TypeError, ValueError)) as info:
+            metric(*args)
+        return type(info.value), str(info.value)
+
+    def chunked(a, rows):
+        if a is None or isinstance(a, list) or a.ndim == 0:
+            return a
+        rows = min(rows, max(a.shape[0], 1))
+        return da.from_array(a, chunks=(rows,) + a.shape[1:])
+
+    computed = _no_driver_copies(monkeypatch)
+    for metric, *args in metric_cases + error_cases:
+        want = outcome(metric, *args)
+        for which in range(len(args)):  # each one dask in turn, then all of them
+            mixed = [chunked(a, 70) if i == which else a for i, a in enumerate(args)]
+            if not any(is_dask_array(a) for a in mixed):
+                continue
+            assert outcome(metric, *mixed) == want, (metric, which)
+        assert outcome(metric, *[chunked(a, 50 + 20 * i) for i, a in enumerate(args)]) == want
+    assert all(max(c, default=0) <= 1 for c in computed)
+    with pytest.raises(ValueError, match="level must be a probability"):
+        metrics.coverage(da.from_array(y), mean, std, level=1.5)

@@ -216,3 +216,55 @@ def test_score_predict_and_metrics_with_cupy_chunks(client, problem):
     np.testing.assert_array_equal(to_numpy(pred), ref.predict(Xh))
     assert clf.score(Xd, ld) == pytest.approx(ref.score(Xh, labels), rel=1e-12)
     assert clf.score(Xd, labels) == pytest.approx(ref.score(Xh, labels), rel=1e-12)
+
+
+def test_metrics_of_cupy_chunks_are_reductions_on_the_device(client, monkeypatch):
+    """nyhopt.metrics and the errors of nyhopt.datasets on dask arrays of CuPy chunks (host arrays beside them
+    move to the device block by block): the in-memory values, from sums computed on the device, and the
+    in-memory errors."""
+    import dask
+
+    from nyhopt import datasets, metrics
+
+    cp = cupy_or_none()
+    rng = np.random.default_rng(5)
+    y, mean = rng.normal(size=(2, N))
+    std = rng.uniform(0.2, 1.5, size=N)
+
+    def dev(a, rows=ROWS):
+        return da.from_array(cp.asarray(a), chunks=(rows,) + a.shape[1:], asarray=False)
+
+    computed, compute = [], dask.compute
+
+    def counted(*args, **kwargs):
+        out = compute(*args, **kwargs)
+        computed.append([type(v).__module__.split(".")[0] for v in out])
+        return out
+
+    monkeypatch.setattr(dask, "compute", counted)
+    cases = [(dev(y), dev(mean, 70), dev(std, 33)), (y, dev(mean), std), (dev(y), dev(mean), cp.asarray(std)),
+             (da.from_array(y, chunks=100), dev(mean), dev(std)),  # NumPy chunks of y for CuPy predictions
+             (dev(np.c_[y, y]), dev(np.c_[mean, -mean], 70), np.c_[std, std])]
+    for yy, mm, ss in cases:
+        want = [to_numpy(a.compute()) if is_dask_array(a) else to_numpy(a) for a in (yy, mm, ss)]
+        for metric in (metrics.nlpd, metrics.coverage, lambda a, m, s: metrics.rmse(a, m),
+                       lambda a, m, s: datasets.rmse(a, m), lambda a, m, s: datasets.nrmse(a + 3, m)):
+            computed.clear()
+            got = metric(yy, mm, ss)
+            assert type(got) is float and got == pytest.approx(metric(*want), rel=1e-12, abs=0)
+            assert len(computed) == 2 and set(computed[1]) == {"cupy"}  # the sums were taken on the device
+    labels = (y > 0).astype(np.int64)
+    assert datasets.c_error(dev(labels), dev(mean, 70)) == datasets.c_error(labels, mean)
+    # host predictions and CuPy chunks of y: the device blocks come to the host, block by block
+    assert metrics.rmse(dev(y), mean) == pytest.approx(metrics.rmse(y, mean), rel=1e-12)
+    assert set(computed[-1]) == {"numpy"}
+    bad_std, nan_y = std.copy(), y.copy()
+    bad_std[7], nan_y[-1] = 0.0, np.nan
+    for metric, args in [(metrics.nlpd, (y, mean, bad_std)), (metrics.coverage, (nan_y, mean, std)),
+                         (metrics.nlpd, (y, mean, std[:-1])), (datasets.rmse, (nan_y, mean)),
+                         (datasets.nrmse, (y, mean[:-1]))]:
+        with pytest.raises(ValueError) as info:
+            metric(*(cp.asarray(a) for a in args))
+        with pytest.raises(ValueError) as got:
+            metric(*(dev(a, 70) for a in args))
+        assert str(got.value) == str(info.value)

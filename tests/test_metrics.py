@@ -30,6 +30,9 @@ def test_metrics_against_scipy():
     M = np.stack([mean, mean], 1)
     S = np.stack([std, std], 1)
     assert metrics.nlpd(Y, M, S) == pytest.approx(metrics.nlpd(y, mean, std), rel=1e-14)
+    # the differences are scaled by a power of two first: finite values near the float64 limit do not overflow
+    assert metrics.rmse([1e200, -1.7e308], [-1e200, -1.6e308]) == pytest.approx(np.sqrt(0.5) * 1e307, rel=1e-14)
+    assert metrics.rmse([3e-310, 0.0], [0.0, 4e-310]) == pytest.approx(np.sqrt(12.5) * 1e-310, rel=1e-12)
 
 
 def test_metrics_bad_input():

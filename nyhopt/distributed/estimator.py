@@ -14,12 +14,10 @@ import numpy as np
 
 from .. import ops
 from .._centers import select_centers
-from .._validation import check_matrix, check_sample_weight
-from ..backend import as_native, get_namespace, to_numpy
+from .._validation import check_matrix
+from ..backend import get_namespace, to_numpy
 from .._fitted import as_intercept, check_fitted, intercept_of
 from .._predictive import set_variance
-from .._r2 import r2_sums
-from .._scaling import pow2_scale
 from ..posterior import block_whitened, check_variance_model, latent_variance, variance_model
 from ..solvers import jitter
 from ..solvers.direct import kmm_upper
@@ -29,7 +27,7 @@ from ._detect import is_dask_array
 from .falkon import falkon_solve_sharded
 from .sharded import ShardedData, _check_dask_matrix
 
-__all__ = ["fit_dask", "predict_dask", "r2_sums_dask", "std_dask"]
+__all__ = ["fit_dask", "predict_dask", "std_dask"]
 
 
 def fit_dask(est, X, y, client=None):
@@ -145,73 +143,6 @@ def std_dask(est, X, include_noise):
     if scale is None:
         return X.map_blocks(_std_block, *args, drop_axis=1, dtype=dtype, meta=meta.reshape(0))
     return X.map_blocks(_std_block, *args, chunks=(X.chunks[0], (alpha.shape[1],)), dtype=dtype, meta=meta)
-
-
-def _rows_like(a, name, n, row_chunks, xp):
-    """``a`` (a dask or in-memory array of ``n`` rows) as a dask array of ``xp`` chunks, numbers checked by kind."""
-    import dask.array as da
-
-    if not is_dask_array(a):
-        a = to_numpy(as_native(a, name))
-        if a.dtype.kind not in "biuf":
-            raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
-        if a.ndim in (1, 2) and a.shape[0] == n:
-            a = da.from_array(a, chunks=(row_chunks,) + a.shape[1:])
-    if a.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
-    if get_namespace(a._meta) is not xp:  # host targets for device predictions (or the reverse)
-        a = a.map_blocks(xp.asarray, meta=xp.empty((0,) * a.ndim, dtype=a.dtype))
-    return a.astype(np.float64)
-
-
-def _scale_columns(block, s):
-    """A block divided by the column scales ``s`` (host float64), in the block's array module."""
-    return block / get_namespace(block).asarray(s)
-
-
-def r2_sums_dask(est, X, y, sample_weight=None):
-    """``(ss_res, ss_tot)`` of :func:`nyhopt._r2.r2_sums` for a dask ``X``, reduced on the cluster (float64 (p,)).
-
-    Two passes: the first reads ``y`` and the weights only (their checks,
-    ``max |y|`` for the scale and the sum of the weights), the second
-    evaluates the predictions block by block and returns ``2p`` numbers.
-    """
-    import dask
-    import dask.array as da
-
-    pred = predict_dask(est, X)
-    n, xp = pred.shape[0], get_namespace(pred._meta)
-    Y = _rows_like(y, "y", n, X.chunks[0], xp)
-    if Y.ndim not in (1, 2):
-        raise ValueError(f"y must be 1-D (n,) or 2-D (n, p), got shape {Y.shape}")
-    if Y.shape[0] != n:
-        raise ValueError(f"y has {Y.shape[0]} rows but X has {n}")
-    Y = Y.reshape(n, -1)
-    P = pred.reshape(n, -1).astype(np.float64)
-    if Y.shape[1] != P.shape[1]:
-        raise ValueError(f"y has {Y.shape[1]} columns but the model predicts {P.shape[1]}")
-    checks = [abs(Y).max(axis=0), da.isfinite(Y).all()]
-    w = None
-    if sample_weight is not None:
-        if not is_dask_array(sample_weight):  # checked here, as in memory (a scalar weighs every row)
-            sample_weight = check_sample_weight(to_numpy(as_native(sample_weight, "sample_weight")), n)
-        w = _rows_like(sample_weight, "sample_weight", n, X.chunks[0], xp)
-        if w.shape != (n,):
-            raise ValueError(f"sample_weight has shape {w.shape}, expected ({n},)")
-        checks += [da.isfinite(w).all(), w.sum()]
-    first = dask.compute(*checks)
-    if not bool(first[1]):
-        raise ValueError("y contains NaN or infinity")
-    if w is not None:
-        if not bool(first[2]):
-            raise ValueError("sample_weight contains NaN or infinity")
-        if not float(first[3]) > 0:
-            raise ValueError("sample_weight must have a sum > 0")
-        w = w[:, None]
-    s = pow2_scale(to_numpy(first[0], dtype=np.float64))
-    Y, P = (A.map_blocks(_scale_columns, s, dtype=np.float64) for A in (Y, P))
-    ss_res, ss_tot = dask.compute(*r2_sums(Y, P, w))
-    return to_numpy(ss_res, dtype=np.float64), to_numpy(ss_tot, dtype=np.float64)
 
 
 def _profile_intercept(data, kernel, Z, alpha, penalty):
