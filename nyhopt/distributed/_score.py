@@ -54,7 +54,7 @@ def r2_sums_dask(est, X, y, sample_weight=None):
     p_pred = 1 if pred.ndim == 1 else pred.shape[1]
     p_y = 1 if Y.ndim == 1 else Y.shape[1]
     if p_y != p_pred:
-        raise ValueError(f"y has {p_y} columns but the model predicts {p_pred}")
+        raise ValueError(f"y has {p_y} output column(s) but the model predicts {p_pred}")
     w = None
     if sample_weight is not None:
         if not is_dask_array(sample_weight):  # checked here as in memory (a scalar weighs every row)
