@@ -444,3 +444,11 @@ class HyperoptKRRClassifier(_HyperoptBase):
         """
         Xs = self._transform(X)
         return self.model_.decision_function(Xs, return_std=return_std, include_noise=include_noise)
+
+    def predict(self, X):
+        """Class labels for ``X`` (an array of ``classes_`` values, shape (n,)).
+
+        The scores and their uncertainty come from
+        :meth:`decision_function` (``return_std=True``).
+        """
+        return super().predict(X)

@@ -257,3 +257,16 @@ def test_more_options_name_themselves(data):
     assert nh.Params.from_natural(1e-3, np.ones(D), Zi).centers.dtype == np.float64
     with pytest.raises(TypeError, match="normalize_y must be True or False"):
         nh.NystromKRR(centers=5, normalize_y="no").fit(X, y)
+
+
+def test_classifier_predict_errors_name_the_public_class():
+    """predict of a classifier takes no ``return_std``; the TypeError names the class the user called."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(60, 2))
+    y = (X[:, 0] > 0.5).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = nh.HyperoptKRRClassifier(epochs=2, centers=10, random_state=0).fit(X, y)
+    with pytest.raises(TypeError, match=r"^HyperoptKRRClassifier\.predict\(\)"):
+        model.predict(X, return_std=True)
+    assert model.decision_function(X, return_std=True)[1].shape == (60,)
