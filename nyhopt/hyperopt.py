@@ -140,6 +140,11 @@ class _HyperoptBase(EstimatorMixin):
         self._check_feature_names(names, reset=True)
         if X.shape[0] < 2:
             raise ValueError(f"X has n_samples = {X.shape[0]}; tuning needs at least 2 samples")
+        vf = self.validation_fraction
+        if validation is None and isinstance(vf, numbers.Integral) and not isinstance(vf, (bool, np.bool_)) \
+                and vf > X.shape[0]:
+            raise ValueError(f"validation_fraction={vf!r} folds but X has only {X.shape[0]} rows; give at most "
+                             f"{X.shape[0]} folds")
         if self._task == "regression":
             y = regression_targets(check_labels(y, "y"), "HyperoptKRRClassifier")
         else:

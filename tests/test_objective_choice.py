@@ -230,6 +230,7 @@ def test_hyperopt_with_a_list(data):
 @pytest.mark.parametrize("objective,folds,match", [
     ("prop", 3, r"validation_fraction=3 is a number of folds, which chooses among a list"),
     (["prop", "gcv"], 1, r"validation_fraction=1 folds: give k >= 2"),
+    (["prop", "gcv"], 241, r"validation_fraction=241 folds but X has only 240 rows"),
 ])
 def test_hyperopt_fold_errors_name_validation_fraction(data, objective, folds, match):
     # they used to name tune's argument, validation=, which the estimator does not have
