@@ -19,11 +19,12 @@ class DataConversionWarning(UserWarning):
     """The input was converted (for instance a column-vector ``y`` to 1-D)."""
 
 
-def as_array(a, name, numeric=True):
+def as_array(a, name, numeric=True, hint=""):
     """Array-like -> array (NumPy or CuPy), with clear errors for unsupported input kinds.
 
     The one conversion of the estimators' public inputs: pandas objects and
     DLPack producers become NumPy/CuPy arrays here (:func:`nyhopt.backend.as_native`).
+    ``hint`` is appended to the message of a failed conversion to numbers.
     """
     if a is None:
         raise ValueError(f"{name} is None; this estimator requires y to be passed, but the target y is None"
@@ -38,10 +39,25 @@ def as_array(a, name, numeric=True):
             try:
                 a = np.asarray(a, dtype=np.float64)
             except (TypeError, ValueError) as exc:  # NumPy's message names the element; the type stays NumPy's
-                raise type(exc)(f"{name}: {exc}") from None
+                raise type(exc)(f"{name}: {exc}{hint}") from None
     if a.dtype.kind == "c":
         raise ValueError(f"{name}: Complex data not supported")
     return a
+
+
+def regression_targets(y, classifier):
+    """``y`` of a regressor as an array of numbers; text says which classifier takes labels.
+
+    Raises
+    ------
+    TypeError or ValueError
+        Text labels (the type NumPy's conversion gives), the message naming ``classifier``.
+    """
+    hint = f" (a regressor's targets are numbers; for class labels use {classifier})"
+    y = as_array(y, "y", hint=hint)
+    if y.dtype.kind in "USO":
+        raise TypeError(f"y must hold real numbers, got dtype {y.dtype}{hint}")
+    return y
 
 
 def check_X(est, X, reset):

@@ -173,6 +173,38 @@ def check_feature_names_arg(given, X):
     return names
 
 
+def check_validation_names(names, X_val):
+    """The columns of a validation DataFrame must be those of ``X`` (``names``), in the same order.
+
+    Validation rows are used by position: a frame with its columns in another
+    order would be scored on the wrong features.  Nothing is checked when
+    either side has no names.
+
+    Raises
+    ------
+    ValueError
+        The names differ or are reordered (the message lists how).
+
+    Examples
+    --------
+    >>> check_validation_names(np.array(["a", "b"], dtype=object), np.zeros((3, 2))) is None
+    True
+    """
+    found = feature_names(X_val)
+    if names is None or found is None or (len(found) == len(names) and bool(np.all(found == names))):
+        return None
+    unseen = sorted(set(found) - set(names))
+    missing = sorted(set(names) - set(found))
+    msg = "validation X: its column names must be those of X, in the same order (they are used by position).\n"
+    if unseen:
+        msg += "Names not in X:\n" + _listed(unseen)
+    if missing:
+        msg += "Names of X that are missing:\n" + _listed(missing)
+    if not unseen and not missing:
+        msg += f"Same names in another order: X has {list(names)}, validation X has {list(found)}\n"
+    raise ValueError(msg)
+
+
 def _listed(names, most=5):
     lines = [f"- {n}" for n in names[:most]] + (["- ..."] if len(names) > most else [])
     return "".join(line + "\n" for line in lines)

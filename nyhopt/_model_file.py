@@ -190,6 +190,8 @@ def validate_state(state: dict, path: str) -> dict:
         out["feature_names"] = names
     if "target_name" in state:
         out["target_name"] = f.text("target_name")
+    if "params" in state:  # optional: the constructor parameters (JSON text, nyhopt._model_params)
+        out["params"] = f.text("params")
     return out
 
 

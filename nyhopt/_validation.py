@@ -12,6 +12,7 @@ import numpy as np
 __all__ = [
     "check_matrix",
     "check_targets",
+    "check_target_layout",
     "check_sample_weight",
     "check_labels",
     "check_lengthscale",
@@ -87,15 +88,20 @@ def check_matrix(a, name: str, xp=np, dtype=None, n_features: int | None = None,
     return arr
 
 
+def check_target_layout(a, name: str, n: int):
+    """Raise for ``a`` (any array, dask included: dtype and shape only) that is not ``n`` rows of real numbers, 1-D or 2-D; return ``a``."""
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
+    if a.ndim not in (1, 2):
+        raise ValueError(f"{name} must be 1-D (n,) or 2-D (n, p), got shape {tuple(a.shape)}")
+    if a.shape[0] != n:
+        raise ValueError(f"{name} has {a.shape[0]} rows but X has {n}")
+    return a
+
+
 def check_targets(y, name: str, n: int, xp=np, dtype=None):
     """Return targets as ``(n, p)`` floating array and whether the input was 1-D."""
-    arr = xp.asarray(y)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
-    if arr.ndim not in (1, 2):
-        raise ValueError(f"{name} must be 1-D (n,) or 2-D (n, p), got shape {tuple(arr.shape)}")
-    if arr.shape[0] != n:
-        raise ValueError(f"{name} has {arr.shape[0]} rows but X has {n}")
+    arr = check_target_layout(xp.asarray(y), name, n)
     was_1d = arr.ndim == 1
     arr = arr.reshape(n, -1)
     target = dtype if dtype is not None else (arr.dtype if _is_float_dtype(arr.dtype) else np.float64)
@@ -223,6 +229,35 @@ def check_labels(y, name: str = "y"):
     if kind == "number":
         return np.asarray(obj.tolist())
     return obj.astype(str if kind == "string" else bytes)
+
+
+def check_label_kind(y, classes, name: str = "y"):
+    """Refuse labels of another kind than ``classes``: text never equals a number.
+
+    ``y`` and ``classes`` as :func:`check_labels` returns them (numbers,
+    ``str`` or ``bytes``; NumPy or CuPy).  Without this check, text labels
+    scored against numeric classes (or the reverse) count as all wrong.
+
+    Raises
+    ------
+    TypeError
+        ``y`` holds strings and the classes numbers, or the reverse.
+
+    Examples
+    --------
+    >>> check_label_kind(np.array(["a"]), np.array([0, 1]))
+    Traceback (most recent call last):
+    ...
+    TypeError: y holds strings but the classes are numbers [0, 1]; give labels of the kind the model was fitted on
+    """
+    def kind(a):
+        return {"U": "strings", "S": "bytes"}.get(getattr(getattr(a, "dtype", None), "kind", "f"), "numbers")
+
+    if kind(y) != kind(classes):
+        shown = [v.item() if hasattr(v, "item") else v for v in list(classes[:6])]
+        listed = f"{shown[:5]}".rstrip("]") + (", ...]" if len(shown) > 5 else "]")
+        raise TypeError(f"{name} holds {kind(y)} but the classes are {kind(classes)} {listed}; give labels of the "
+                        "kind the model was fitted on")
 
 
 def check_positive(value, name: str) -> float:

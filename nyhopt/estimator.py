@@ -30,7 +30,8 @@ from ._r2 import r2_combine, r2_from_sums, r2_partials
 from ._scaling import column_mean_std, pow2_scale, standardize
 from ._estimator_params import EstimatorMixin
 from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
-from ._validation import check_labels, check_positive, check_real, check_sample_weight, check_targets
+from ._estimator_input import regression_targets
+from ._validation import check_label_kind, check_labels, check_positive, check_real, check_sample_weight, check_targets
 from .backend import as_native, get_namespace, is_cupy_namespace
 from .kernels import GaussianKernel, Kernel, make_kernel
 from .ops import kmv
@@ -356,7 +357,7 @@ class NystromKRR(_NystromBase):
         if client is not None:
             raise ValueError("client is only used with dask arrays X, y; leave it out for in-memory data")
         X, xp = _check_X(self, X, reset=True)
-        y = _as_array(y, "y")
+        y = regression_targets(y, "NystromKRRClassifier")
         get_namespace(X, y)
         Y, was_1d = check_targets(y, "y", X.shape[0], xp, dtype=X.dtype)
         p = Y.shape[1]
@@ -451,6 +452,9 @@ class NystromKRR(_NystromBase):
         pred = as_native(self.predict(X), "X")
         xp = get_namespace(pred)
         Y, _ = check_targets(_as_array(y, "y"), "y", pred.shape[0], xp, dtype=np.float64)
+        if pred.size != Y.size:
+            raise ValueError(f"y has {Y.shape[1]} output column(s) but the model predicts "
+                             f"{pred.size // max(pred.shape[0], 1)}")
         P = pred.reshape(Y.shape).astype(np.float64)
         w = None if sample_weight is None else check_sample_weight(
             as_native(sample_weight, "sample_weight"), Y.shape[0], xp)
@@ -591,7 +595,8 @@ class NystromKRRClassifier(_NystromBase):
         """
         pred = as_native(self.predict(X), "X")
         xp = get_namespace(pred)
-        y = _as_array(y, "y", numeric=False).reshape(-1)
+        y = _as_array(check_labels(y, "y"), "y", numeric=False).reshape(-1)
+        check_label_kind(y, self.classes_)
         if is_cupy_namespace(xp) and get_namespace(y) is not xp:  # host labels, model on the GPU: as NystromKRR.score
             if y.dtype.kind not in "biuf":
                 raise TypeError(f"y holds {y.dtype} labels but the model was fitted on the GPU (numeric classes_)")

@@ -23,13 +23,14 @@ import warnings
 
 import numpy as np
 
-from ._estimator_params import EstimatorMixin, check_feature_names_arg
+from ._estimator_params import EstimatorMixin, check_feature_names_arg, check_validation_names
 from ._validation import check_labels, check_matrix
 from ._scaling import column_mean_std, standardize
 from .backend import get_namespace
 from .placement import on_cluster
 from ._fitted import not_fitted_error as _not_fitted_error
 from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
+from ._estimator_input import regression_targets
 
 __all__ = ["HyperoptKRR", "HyperoptKRRClassifier"]
 
@@ -127,7 +128,7 @@ class _HyperoptBase(EstimatorMixin):
         """
         from .optim import tune
 
-        self._check_options()
+        self._check_options(validation)
         names = check_feature_names_arg(feature_names, X)
         if on_cluster(X, y):  # "stoch-prop" regression on the current Dask client
             from .distributed.tune import fit_hyperopt_dask
@@ -139,7 +140,15 @@ class _HyperoptBase(EstimatorMixin):
         self._check_feature_names(names, reset=True)
         if X.shape[0] < 2:
             raise ValueError(f"X has n_samples = {X.shape[0]}; tuning needs at least 2 samples")
-        y = _as_array(check_labels(y, "y"), "y", numeric=self._task == "regression")
+        vf = self.validation_fraction
+        if validation is None and isinstance(vf, numbers.Integral) and not isinstance(vf, (bool, np.bool_)) \
+                and vf > X.shape[0]:
+            raise ValueError(f"validation_fraction={vf!r} folds but X has only {X.shape[0]} rows; give at most "
+                             f"{X.shape[0]} folds")
+        if self._task == "regression":
+            y = regression_targets(check_labels(y, "y"), "HyperoptKRRClassifier")
+        else:
+            y = _as_array(check_labels(y, "y"), "y", numeric=False)
         if self._task == "classification" and y.ndim == 2 and y.shape[1] == 1:
             warnings.warn("A column-vector y was passed when a 1d array was expected; y was raveled to "
                           "shape (n,)", DataConversionWarning, stacklevel=3)
@@ -152,6 +161,7 @@ class _HyperoptBase(EstimatorMixin):
         if validation is not None:
             if not (isinstance(validation, (tuple, list)) and len(validation) == 2):
                 raise TypeError("validation must be a tuple (X_val, y_val)")
+            check_validation_names(names, validation[0])
             Xv = _as_array(validation[0], "validation X")
             Xv = check_matrix(Xv, "validation X", xp, n_features=X.shape[1])
             val = (apply_standardization(Xv, mean, scale) if self.standardize else Xv,
@@ -169,13 +179,26 @@ class _HyperoptBase(EstimatorMixin):
         )
         return self._set_fitted(result, mean, scale, X.shape[1])
 
-    def _check_options(self):
+    def _check_options(self, validation=None):
         """The estimator's own options (``tune`` checks the ones it is passed), with errors naming them."""
         if not isinstance(self.standardize, (bool, np.bool_)):
             raise TypeError(f"standardize must be True or False, got {self.standardize!r}")
         vf = self.validation_fraction
+        candidates = isinstance(self.objective, (list, tuple))
+        if candidates and vf is None and validation is None:
+            raise ValueError("objective lists candidates to choose by validation error: give "
+                             "validation_fraction= (a fraction in (0, 1) or a number of folds k >= 2), or "
+                             "fit(X, y, validation=(X_val, y_val))")
         if isinstance(vf, numbers.Integral) and not isinstance(vf, (bool, np.bool_)):
-            return  # k-fold choice among objectives: checked by tune
+            if validation is not None:
+                return  # fit's validation= overrides it
+            if not candidates:
+                raise ValueError(f"validation_fraction={vf!r} is a number of folds, which chooses among a list of "
+                                 "objectives; with one objective give a fraction in (0, 1) such as 0.2")
+            if vf < 2:
+                raise ValueError(f"validation_fraction={vf!r} folds: give k >= 2 folds (or a fraction in (0, 1) "
+                                 "such as 0.2)")
+            return  # k-fold choice among objectives: the number of rows is checked by tune
         if vf is not None and (isinstance(vf, (bool, np.bool_)) or not isinstance(vf, numbers.Real)
                                or not 0.0 < float(vf) < 1.0):
             raise ValueError(f"validation_fraction must be None, a fraction in (0, 1) or a number of folds, "
@@ -270,8 +293,13 @@ _PARAMS_DOC = """
         Standardize the columns of ``X`` (training mean and standard
         deviation) before tuning and predicting, as the paper and the command
         line do (:func:`nyhopt.tune` takes ``X`` as given).
-    penalty, lengthscale : float, optional
-        Initial values (default :math:`1/n` and the median heuristic).
+    penalty : float, optional
+        Initial penalty (default :math:`1/n`).
+    lengthscale : float or array of shape (d,), optional
+        Initial lengthscale(s), in standardized coordinates when
+        ``standardize`` is True (default: the median heuristic; a ``Kernel``
+        instance as ``kernel`` also gives its lengthscale).  One per feature
+        needs ``ard=True``.
     freeze : iterable of {"penalty", "lengthscale", "centers", "amplitude"}, default ()
         Hyperparameters that are not tuned.  The kernel amplitude is learned
         only by ``sgpr`` (the other objectives ignore it); freezing it keeps
@@ -407,8 +435,8 @@ class HyperoptKRRClassifier(_HyperoptBase):
     _task = "classification"
     _estimator_type = "classifier"
 
-    def fit(self, X, y, validation=None, callback=None):
-        super().fit(X, y, validation=validation, callback=callback)
+    def fit(self, X, y, validation=None, callback=None, feature_names=None):
+        super().fit(X, y, validation=validation, callback=callback, feature_names=feature_names)
         self.classes_ = self.model_.classes_
         return self
 
@@ -421,3 +449,11 @@ class HyperoptKRRClassifier(_HyperoptBase):
         """
         Xs = self._transform(X)
         return self.model_.decision_function(Xs, return_std=return_std, include_noise=include_noise)
+
+    def predict(self, X):
+        """Class labels for ``X`` (an array of ``classes_`` values, shape (n,)).
+
+        The scores and their uncertainty come from
+        :meth:`decision_function` (``return_std=True``).
+        """
+        return super().predict(X)

@@ -35,6 +35,10 @@ and read with ``allow_pickle=False``: nothing in it can execute code.  Keys:
                     regression outputs are ``intercept + y_scale * f``, scores
                     ``intercept + f``); ``fit_intercept`` bool.  Optional: files
                     without them load with ``y_mean`` (``normalize_y``) or 0
+``params``          JSON text: the estimator's constructor parameters
+                    (``get_params(deep=False)``, :mod:`nyhopt._model_params`),
+                    which the loaded estimator gets back.  Optional: files
+                    without it load with the parameters the fields give
 ``meta_*``          free-form summary (objective name, epochs, ...)
 ==================  ===========================================================
 """
@@ -48,7 +52,8 @@ import numpy as np
 
 from ._model_file import ESTIMATORS as _ESTIMATORS
 from ._model_file import FORMAT, VERSION, read_npz, validate_state
-from ._model_file import KERNELS as _KERNELS
+from ._model_params import decode_params, encode_params
+from ._model_params import kernel_name as _kernel_name
 from .backend import to_numpy
 from .errors import DataError
 
@@ -261,16 +266,6 @@ def numeric_columns(table: Table, columns, dtype=np.float64) -> np.ndarray:
 
 # --------------------------------------------------------------------------- models
 
-def _kernel_name(kernel) -> str:
-    """Name under which :func:`nyhopt.make_kernel` rebuilds ``kernel``."""
-    kind = kernel.kind
-    if type(kernel).__name__ == "MaternKernel" and float(kernel.nu) == 0.5:
-        return "matern12"
-    if kind not in _KERNELS:  # pragma: no cover - a kernel family this format does not know
-        raise ValueError(f"cannot save a model with kernel {kernel!r}")
-    return kind
-
-
 def _labels_array(classes):
     """Class labels as a NumPy array that needs no pickle (numbers or unicode)."""
     arr = to_numpy(classes)
@@ -337,11 +332,16 @@ def _model_state(model) -> dict:
         state["objective"] = np.array(str(model.objective))
         state["ard"] = np.array(bool(model.ard))
         state["amplitude"] = np.array(float(getattr(model, "amplitude_", 1.0)), dtype=np.float64)
+    state["params"] = np.array(encode_params(model.get_params(deep=False)))
     return state
 
 
-def _inner_from_state(state, classifier):
-    """A fitted NystromKRR / NystromKRRClassifier from the checked fields of a file."""
+def _inner_from_state(state, classifier, params=None):
+    """A fitted NystromKRR / NystromKRRClassifier from the checked fields of a file.
+
+    ``params``: the estimator's own constructor parameters (a ``NystromKRR*``
+    file's ``params`` field), which replace the ones rebuilt from the fields.
+    """
     from ._predictive import set_variance
     from .estimator import NystromKRR, NystromKRRClassifier, _as_intercept
     from .kernels import make_kernel
@@ -352,6 +352,8 @@ def _inner_from_state(state, classifier):
     alpha = state["alpha"]
     kw = dict(kernel=kernel, penalty=float(state["penalty"]), centers=centers, solver="direct",
               fit_intercept=state["fit_intercept"])
+    if params is not None:  # the constructor parameters it was fitted with
+        kw.update(params)
     intercept = state["intercept"]
     if classifier:
         model = NystromKRRClassifier(**kw)
@@ -360,7 +362,7 @@ def _inner_from_state(state, classifier):
         model.intercept_ = _as_intercept(np.zeros(alpha.shape[-1] if alpha.ndim == 2 else 1)
                                          if intercept is None else intercept, alpha.ndim == 1)
     else:
-        model = NystromKRR(normalize_y=state["normalize_y"], **kw)
+        model = NystromKRR(**{"normalize_y": state["normalize_y"], **kw})
         model.y_mean_ = state["y_mean"]
         model.y_scale_ = state["y_scale"]
         alpha = alpha[:, 0] if state["y_was_1d"] else alpha
@@ -385,18 +387,27 @@ def _inner_from_state(state, classifier):
     return model
 
 
-def _model_from_state(state):
+def _model_from_state(state, path):
     """Rebuild the saved estimator (fitted) from the checked fields of a file."""
     from .hyperopt import HyperoptKRR, HyperoptKRRClassifier
 
+    from .estimator import NystromKRR, NystromKRRClassifier
+
     name = state["estimator"]
     classifier = name.endswith("Classifier")
-    inner = _inner_from_state(state, classifier)
-    if not name.startswith("Hyperopt"):
+    hyper = name.startswith("Hyperopt")
+    cls = {"HyperoptKRR": HyperoptKRR, "HyperoptKRRClassifier": HyperoptKRRClassifier,
+           "NystromKRR": NystromKRR, "NystromKRRClassifier": NystromKRRClassifier}[name]
+    params = None
+    if "params" in state:  # files written before it load with the parameters rebuilt from the fields
+        params = decode_params(state["params"], cls._get_param_names(), path)
+    inner = _inner_from_state(state, classifier, None if hyper else params)
+    if not hyper:
         return inner
-    cls = HyperoptKRRClassifier if classifier else HyperoptKRR
-    model = cls(objective=state["objective"], centers=inner.centers_.shape[0], ard=state["ard"],
-                standardize=state["standardize"])
+    kw = dict(objective=state["objective"], centers=inner.centers_.shape[0], ard=state["ard"],
+              standardize=state["standardize"])
+    kw.update(params or {})
+    model = cls(**kw)
     model.model_ = inner
     model.x_mean_ = state["x_mean"]
     model.x_scale_ = state["x_scale"]
@@ -505,7 +516,7 @@ def load_model(path):
     if not os.path.exists(path):
         raise FileNotFoundError(f"file not found: {path}")
     state = read_npz(path)
-    model = _model_from_state(validate_state(state, path))
+    model = _model_from_state(validate_state(state, path), path)
     model.meta_ = {k[5:]: (v.item() if v.ndim == 0 else v) for k, v in state.items() if k.startswith("meta_")}
     # Column names: the file's own, else those the command line kept in its summary (older files).
     names = state.get("feature_names")

@@ -279,6 +279,41 @@ def test_subprocess_error_has_no_traceback(tmp_path):
     assert proc.stderr.count("\n") == 1 and "--out" in proc.stderr
 
 
+def test_predict_reads_a_python_saved_model_columns_by_name(tmp_path, regression_csv, capsys):
+    # a model fitted on named columns and saved from Python was read by position: a CSV with its
+    # columns in another order gave wrong predictions, one with the target column was refused
+    csv_path, X, y = regression_csv
+    est = nh.HyperoptKRR(centers=10, epochs=2).fit(X, y, feature_names=["x1", "x2", "x3"])
+    path = nh.save_model(tmp_path / "m.npz", est)
+    out = tmp_path / "p.csv"
+    assert main(["predict", path, str(csv_path), "--out", str(out)]) == 0  # columns x1, price, x2, x3
+    header, rows = _read_predictions(out)
+    np.testing.assert_allclose(np.array(rows, dtype=float)[:, 0], est.predict(X), rtol=1e-12)
+    shuffled = _write_csv(tmp_path / "shuffled.csv", ["x3", "x1", "x2"], X[:, [2, 0, 1]].tolist())
+    assert main(["predict", path, str(shuffled), "--out", str(out)]) == 0
+    header, rows = _read_predictions(out)
+    np.testing.assert_allclose(np.array(rows, dtype=float)[:, 0], est.predict(X), rtol=1e-12)
+
+
+def test_predict_into_a_closed_pipe_ends_quietly(tmp_path, regression_csv, capsys, monkeypatch):
+    # "nyhopt predict model.npz data.csv | head" printed "error: [Errno 32] Broken pipe" (status 2)
+    csv_path, X, y = regression_csv
+    model = nh.NystromKRR(centers=5).fit(X, y)
+    model.feature_names_in_ = np.array(["x1", "x2", "x3"], dtype=object)  # as `nyhopt tune` saves them
+    path = nh.save_model(tmp_path / "m.npz", model)
+
+    class ClosedPipe:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(["predict", path, str(csv_path)]) == 141
+    assert capsys.readouterr().err == ""
+
+
 # ---------------------------------------------------------------------- --device
 
 

@@ -865,7 +865,7 @@ def test_score_on_dask_is_a_reduction_on_the_cluster(client, problem, monkeypatc
     bad_y[5, 1] = np.nan
     with pytest.raises(ValueError, match="y contains NaN"):
         model.score(Xd, da.from_array(bad_y, chunks=(70, 2)))
-    with pytest.raises(ValueError, match="y has 1 columns but the model predicts 2"):
+    with pytest.raises(ValueError, match=r"y has 1 output column\(s\) but the model predicts 2"):
         model.score(Xd, y)
     with pytest.raises(ValueError, match="y has 419 rows"):
         model.score(Xd, Yd[:-1])

@@ -94,6 +94,18 @@ def test_score_is_r2(toy):
     assert model.score(X, y, sample_weight=w) == pytest.approx(r2w, rel=1e-12)
 
 
+def test_score_with_another_number_of_outputs_says_so(toy):
+    # it failed with NumPy's "cannot reshape array of size 800 into shape (400,1)"
+    X, y = toy
+    one = nh.NystromKRR(centers=10, random_state=0).fit(X, y)
+    two = nh.NystromKRR(centers=10, random_state=0).fit(X, np.c_[y, -y])
+    with pytest.raises(ValueError, match=r"^y has 2 output column\(s\) but the model predicts 1$"):
+        one.score(X, np.c_[y, -y])
+    with pytest.raises(ValueError, match=r"^y has 1 output column\(s\) but the model predicts 2$"):
+        two.score(X, y)
+    assert one.score(X, y[:, None]) == one.score(X, y)
+
+
 def test_centers_int_seeded_and_array(toy):
     X, y = toy
     a = nh.NystromKRR(centers=30, random_state=3).fit(X, y)

@@ -259,3 +259,10 @@ def test_uncertainty_1d_figure(tmp_path):
     cover = mod.main(["--out", str(tmp_path), "--epochs", "5"])
     assert 0.0 < cover <= 1.0
     assert (tmp_path / "uncertainty_1d.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_uncertainty_page_quotes_the_figure_script(tmp_path):
+    """docs/uncertainty.md quotes the coverage the script prints at its defaults (it had drifted)."""
+    cover = _load("uncertainty_1d").main(["--out", str(tmp_path)])
+    page = (ROOT / "docs" / "uncertainty.md").read_text()
+    assert f"On 5000 fresh samples {100 * cover:.1f}% fall inside" in " ".join(page.split())

@@ -135,6 +135,34 @@ def test_ops_name_the_kernel_and_non_numeric_operands(data):
     np.testing.assert_allclose(ops.kmv(nh.GaussianKernel(1.0), X, Z, V), ops.kmv(nh.GaussianKernel(1.0), X, Z, np.ones(4)))
 
 
+@pytest.mark.parametrize("est,classifier", [(nh.NystromKRR(centers=5), "NystromKRRClassifier"),
+                                            (nh.HyperoptKRR(centers=5, epochs=1), "HyperoptKRRClassifier")])
+def test_regressor_given_text_labels_names_the_classifier(data, est, classifier):
+    X, y = data
+    labels = np.where(y > 0, "yes", "no")
+    with pytest.raises(TypeError, match=f"^y must hold real numbers, got dtype <U3 .*use {classifier}"):
+        est.fit(X, labels)
+    with pytest.raises((TypeError, ValueError), match=f"use {classifier}"):
+        est.fit(X, labels.astype(object))
+    assert est.fit(X, labels == "yes").predict(X[:2]).shape == (2,)  # booleans are numbers
+
+
+def test_labels_of_another_kind_than_the_classes_are_refused(data):
+    # text labels scored against numeric classes (or the reverse) counted as all wrong, silently
+    X, y = data
+    words = np.where(y > 0, "yes", "no")
+    clf = nh.NystromKRRClassifier(centers=5).fit(X, words)
+    with pytest.raises(TypeError, match=r"^y holds numbers but the classes are strings \['no', 'yes'\]"):
+        clf.score(X, (y > 0).astype(int))
+    assert clf.score(X, words.astype(object).tolist()) == clf.score(X, words)
+    flags = nh.NystromKRRClassifier(centers=5).fit(X, y > 0)
+    assert flags.score(X, (y > 0).astype(int)) == flags.score(X, y > 0)  # booleans are numbers
+    with pytest.raises(TypeError, match="validation y holds numbers but the classes are strings"):
+        nh.tune(X, words, centers=5, epochs=1, progress=False, validation=(X[:10], np.zeros(10)))
+    with pytest.raises(TypeError, match="validation y holds strings but the classes are numbers"):
+        nh.HyperoptKRRClassifier(centers=5, epochs=1).fit(X, y > 0, validation=(X[:10], words[:10]))
+
+
 @pytest.mark.parametrize("func", [metrics.rmse, lambda y, m: metrics.nlpd(y, m, np.ones(len(m))),
                                   lambda y, m: metrics.coverage(y, m, np.ones(len(m)))])
 def test_metrics_name_non_numeric_arguments(func):
@@ -229,3 +257,16 @@ def test_more_options_name_themselves(data):
     assert nh.Params.from_natural(1e-3, np.ones(D), Zi).centers.dtype == np.float64
     with pytest.raises(TypeError, match="normalize_y must be True or False"):
         nh.NystromKRR(centers=5, normalize_y="no").fit(X, y)
+
+
+def test_classifier_predict_errors_name_the_public_class():
+    """predict of a classifier takes no ``return_std``; the TypeError names the class the user called."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(60, 2))
+    y = (X[:, 0] > 0.5).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = nh.HyperoptKRRClassifier(epochs=2, centers=10, random_state=0).fit(X, y)
+    with pytest.raises(TypeError, match=r"^HyperoptKRRClassifier\.predict\(\)"):
+        model.predict(X, return_std=True)
+    assert model.decision_function(X, return_std=True)[1].shape == (60,)

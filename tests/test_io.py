@@ -137,6 +137,46 @@ def test_roundtrip_hyperopt_with_meta(tmp_path, data):
     assert loaded.classes_.tolist() == ["hi", "lo"]
 
 
+def test_loaded_estimator_has_the_parameters_it_was_fitted_with(tmp_path, data):
+    # get_params() of a loaded model used to show defaults (kernel "gaussian", epochs 200, solver
+    # "direct", random_state None): clone(load_model(path)).fit refitted something else
+    from sklearn.base import clone
+
+    X, y = data
+    est = nh.HyperoptKRR(objective="sgpr", centers=12, epochs=2, kernel=nh.MaternKernel(2.0, nu=0.5),
+                         lengthscale=[1.0, 2.0, 3.0], freeze=("amplitude",), patience=None, random_state=3,
+                         objective_options={"mean": "zero"}, dtype=np.float32, solver="direct").fit(X, y)
+    loaded = _roundtrip(tmp_path, est, X)
+    got, want = loaded.get_params(deep=False), est.get_params(deep=False)
+    assert got["kernel"].nu == 0.5 and got["kernel"].lengthscale == 2.0 and type(got.pop("kernel")) is nh.MaternKernel
+    want.pop("kernel")
+    assert got == dict(want, dtype="float32")
+    assert clone(loaded).get_params()["epochs"] == 2
+    for model in (nh.NystromKRR(penalty=1e-3, centers=10, random_state=4, tol=1e-6).fit(X, y),
+                  nh.NystromKRRClassifier(nh.GaussianKernel([1.0, 5.0, 0.5]), centers=10, maxiter=20,
+                                          random_state=1).fit(X, y > np.median(y))):
+        got = _roundtrip(tmp_path, model, X).get_params(deep=False)
+        want = model.get_params(deep=False)
+        if want["kernel"] is None:
+            assert got.pop("kernel") is None
+        else:
+            np.testing.assert_array_equal(got.pop("kernel").lengthscale, want["kernel"].lengthscale)
+        want.pop("kernel")
+        assert got == want  # centers an int, solver "falkon", random_state ... as given
+    # a Generator cannot be stored: random_state falls back to the default; a file without the
+    # field (written before it existed) loads with the parameters the other fields give
+    path = save_model(tmp_path / "g.npz", nh.HyperoptKRR(centers=10, epochs=1, kernel="laplacian",
+                                                         random_state=np.random.default_rng(0)).fit(X, y))
+    assert load_model(path).get_params()["random_state"] == 0
+    with np.load(path) as f:
+        state = {k: f[k] for k in f.files}
+    assert load_model(_variant(tmp_path, state, params=None)).get_params()["kernel"] == "gaussian"
+    for bad, match in (("{", "not JSON"), ("[1]", "JSON object"), ('{"kernel": {"x": 1}}', "unknown value"),
+                       ('{"kernel": {"kernel": "gaussian", "lengthscale": -1}}', "lengthscale")):
+        with pytest.raises(DataError, match=f"'params' {match}|'params' .*{match}"):
+            load_model(_variant(tmp_path, state, params=np.array(bad)))
+
+
 def test_save_errors(tmp_path):
     with pytest.raises(ValueError, match="not fitted"):
         save_model(tmp_path / "m.npz", nh.NystromKRR())

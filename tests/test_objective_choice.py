@@ -223,8 +223,20 @@ def test_hyperopt_with_a_list(data):
     assert est.objective_ == min(est.candidates_, key=lambda c: c.validation_error).objective
     single = nh.HyperoptKRR(objective="sgpr", centers=10, epochs=2, random_state=0).fit(X, y)
     assert single.objective_ == "sgpr" and single.candidates_ == ()
-    with pytest.raises(ValueError, match="validation"):
+    with pytest.raises(ValueError, match="give validation_fraction="):
         nh.HyperoptKRR(objective=names, centers=10, epochs=2).fit(X, y)
+
+
+@pytest.mark.parametrize("objective,folds,match", [
+    ("prop", 3, r"validation_fraction=3 is a number of folds, which chooses among a list"),
+    (["prop", "gcv"], 1, r"validation_fraction=1 folds: give k >= 2"),
+    (["prop", "gcv"], 241, r"validation_fraction=241 folds but X has only 240 rows"),
+])
+def test_hyperopt_fold_errors_name_validation_fraction(data, objective, folds, match):
+    # they used to name tune's argument, validation=, which the estimator does not have
+    X, y = data
+    with pytest.raises(ValueError, match=match):
+        nh.HyperoptKRR(objective=objective, validation_fraction=folds, centers=10, epochs=1).fit(X, y)
 
 
 def test_hyperopt_list_in_grid_search(data):

@@ -145,6 +145,38 @@ def test_non_string_and_mixed_column_names(data):
         nh.HyperoptKRR(centers=10, epochs=2).fit(pd.DataFrame(X, columns=["a", 1, "c"]), y)
 
 
+@pytest.mark.parametrize("cls,target", [(nh.HyperoptKRR, "y"), (nh.HyperoptKRRClassifier, "labels")])
+def test_hyperopt_fit_takes_feature_names_for_bare_arrays(data, cls, target):
+    # both self-tuning estimators document fit(..., feature_names=...) (the classifier used to refuse it)
+    X = data[0]
+    est = cls(centers=10, epochs=1).fit(X, _target(data, target), feature_names=["a", "b", "c"])
+    assert est.feature_names_in_.tolist() == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="Feature names must be in the same order"):
+        est.predict(pd.DataFrame(X, columns=["b", "a", "c"]))
+
+
+@pytest.mark.parametrize("fit", ["tune", "tune-list", "HyperoptKRR"])
+def test_validation_frame_with_other_columns_is_refused(data, fit):
+    # validation rows are used by position: a frame with reordered columns was scored on the
+    # wrong features (a wrong validation error, and a wrong choice among objectives)
+    X, y, _ = data
+    df = pd.DataFrame(X, columns=["a", "b", "c"])
+    kw = dict(centers=10, epochs=1, random_state=0)
+
+    def run(X_val):
+        if fit == "HyperoptKRR":
+            return nh.HyperoptKRR(**kw).fit(df, y, validation=(X_val, y[:30])).history_
+        objective = ["prop", "gcv"] if fit == "tune-list" else "prop"
+        return nh.tune(df, y, objective=objective, validation=(X_val, y[:30]), progress=False, **kw).history
+
+    with pytest.raises(ValueError, match=r"validation X: .*same order.*\n.*another order"):
+        run(df[["c", "a", "b"]].iloc[:30])
+    with pytest.raises(ValueError, match=r"Names not in X:\n- z\nNames of X that are missing:\n- c"):
+        run(df.rename(columns={"c": "z"}).iloc[:30])
+    same = run(df.iloc[:30]).validation_error
+    np.testing.assert_array_equal(run(X[:30]).validation_error, same)  # a bare array: by position
+
+
 def test_float_dataframe_is_not_copied(data):
     X, _, _ = data
     df = pd.DataFrame(X.copy(), columns=["a", "b", "c"])

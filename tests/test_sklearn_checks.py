@@ -1,7 +1,8 @@
 """scikit-learn's estimator checks on every nyhopt estimator.
 
 The estimators are given 10 centers because several checks fit on 10-30
-samples (more centers than samples is an error), the self-tuning ones 3 epochs
+samples (more centers than samples uses every sample, with a warning),
+the self-tuning ones 3 epochs
 (the checks fit hundreds of times), and the regressors a wide Gaussian kernel
 (lengthscale 5) so that ``check_regressors_train`` (R^2 > 0.5 on a linear
 problem in 10 dimensions) passes with so few centers.  No check is skipped by

@@ -176,6 +176,18 @@ def test_validation_fraction_and_tuple(toy):
     assert np.isnan(res4.history.train_error).all()
 
 
+@pytest.mark.parametrize("objective", ["prop", ["prop", "gcv"]])
+def test_validation_targets_with_another_number_of_outputs(toy, objective):
+    # it failed after the first epoch with "cannot reshape array of size 40 into shape (40,2)"
+    X, y = toy
+    Y = np.c_[y, -y]
+    with pytest.raises(ValueError, match=r"validation y has 1 output column\(s\) but y has 2"):
+        _quick(X, Y, objective=objective, validation=(X[:40], y[:40]))
+    with pytest.raises(ValueError, match=r"validation y has 2 output column\(s\) but y has 1"):
+        nh.HyperoptKRR(objective=objective, centers=10, epochs=1).fit(X, y, validation=(X[:40], Y[:40]))
+    assert np.isfinite(_quick(X, y, epochs=1, validation=(X[:40], y[:40, None])).history.validation_error).all()
+
+
 def test_classification_auto_and_labels():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(240, 2))

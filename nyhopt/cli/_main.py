@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import sys
 import warnings
 
@@ -11,8 +12,28 @@ from ._common import EXIT_USAGE, CLIError
 from ._parser import build_parser
 
 
+#: Exit status when stdout is closed by its reader, as a shell reports a tool killed by SIGPIPE.
+EXIT_BROKEN_PIPE = 141
+
+
+def _silence_stdout():
+    """Point stdout at the null device, so that flushing it at exit raises nothing more."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # an in-memory stream (tests): nothing to redirect
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
 def main(argv=None) -> int:
     """Run the command line; returns the exit status (0 on success, 2 on bad input).
+
+    Output piped into a reader that stops early (``| head``) ends the
+    command quietly with status 141, as other command-line tools do.
 
     Parameters
     ----------
@@ -36,6 +57,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("nyhopt: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of stdout stopped early (``nyhopt predict ... | head``)
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except (OSError, csv.Error, DataError, CLIError, ValueError, TypeError, ImportError,
             np.linalg.LinAlgError) as exc:
         if getattr(args, "debug", False):

@@ -22,7 +22,11 @@ def cmd_predict(args) -> int:
     model = load_model(args.model)
     table = read_csv(args.data, delimiter=args.delimiter)
     meta = getattr(model, "meta_", {})
-    names = meta.get("feature_names")
+    # the column names: the model's own (a model fitted on a DataFrame and saved from Python has
+    # them too), else those an older `nyhopt tune` kept in its summary
+    names = getattr(model, "feature_names_in_", None)
+    if names is None:
+        names = meta.get("feature_names")
     d = model.n_features_in_
     if names is not None:
         names = [str(s) for s in np.atleast_1d(names)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._r2 import r2_combine, r2_partials
-from .._validation import check_sample_weight
+from .._validation import check_sample_weight, check_target_layout
 from ..backend import as_native, get_namespace, to_numpy
 from ._detect import is_dask_array
 from ._rows import on_rows, per_row_block
@@ -26,12 +26,7 @@ def _rows_like(a, name, n, rows):
         a = as_native(a, name)
         if get_namespace(a) is np:
             a = np.asarray(a)
-    if a.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
-    if a.ndim not in (1, 2):
-        raise ValueError(f"{name} must be 1-D (n,) or 2-D (n, p), got shape {tuple(a.shape)}")
-    if a.shape[0] != n:
-        raise ValueError(f"{name} has {a.shape[0]} rows but X has {n}")
+    check_target_layout(a, name, n)
     return on_rows(a, rows)
 
 
@@ -54,7 +49,7 @@ def r2_sums_dask(est, X, y, sample_weight=None):
     p_pred = 1 if pred.ndim == 1 else pred.shape[1]
     p_y = 1 if Y.ndim == 1 else Y.shape[1]
     if p_y != p_pred:
-        raise ValueError(f"y has {p_y} columns but the model predicts {p_pred}")
+        raise ValueError(f"y has {p_y} output column(s) but the model predicts {p_pred}")
     w = None
     if sample_weight is not None:
         if not is_dask_array(sample_weight):  # checked here as in memory (a scalar weighs every row)

@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._estimator_params import check_feature_names_arg
-from .._validation import check_labels, check_matrix
+from .._estimator_params import check_feature_names_arg, check_validation_names
+from .._validation import check_label_kind, check_labels, check_matrix
 from ..backend import as_native, get_namespace, is_cupy_namespace, to_numpy
 from ..kernels import Kernel, make_kernel
 from ..params import Params
@@ -327,6 +327,11 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
     >>> res.model.predict(X[:2]).shape, res.params.lengthscale.shape
     ((2,), (2,))
     """
+    if isinstance(validation, (tuple, list)) and len(validation) == 2:  # rows used by position
+        check_validation_names(check_feature_names_arg(feature_names, X), validation[0])
+        if _n_outputs(validation[1]) != _n_outputs(y):
+            raise ValueError(f"validation y has {_n_outputs(validation[1])} output column(s) but y has "
+                             f"{_n_outputs(y)}")
     if not isinstance(objective, str):
         if checkpoint is not None:
             raise ValueError("checkpoint is not available with a list of objectives (each candidate would "
@@ -420,6 +425,14 @@ def _start(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, rng, 
     return _start_in_memory(X, y, **kw)
 
 
+def _n_outputs(y) -> int:
+    """Number of target columns of ``y`` ((n,) and (n, 1): one), read from its shape alone."""
+    shape = getattr(y, "shape", None)
+    if shape is None:
+        shape = np.shape(y)
+    return 1 if len(shape) < 2 else int(shape[1])
+
+
 def _start_in_memory(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, rng, validation, task, dtype,
                      solver, objective_options, track_errors, client):
     """Stage 2 for NumPy/CuPy data: validation split or set, encoded targets, start, objective, tracker."""
@@ -445,6 +458,9 @@ def _start_in_memory(X, y, *, objective, centers, penalty, lengthscale, kernel, 
             X_val = check_matrix(X_val, "validation X", xp, dtype=dtype, n_features=X.shape[1])
             if len(y_val) != X_val.shape[0]:
                 raise ValueError(f"validation y has {len(y_val)} rows but validation X has {X_val.shape[0]}")
+            if task == "classification":
+                y_val = check_labels(y_val, "validation y")
+                check_label_kind(y_val, np.unique(y) if isinstance(y, np.ndarray) else y, "validation y")
         else:
             raise TypeError("validation must be None, a fraction in (0, 1) or a tuple (X_val, y_val)")
     if track_errors is None:
