@@ -193,16 +193,24 @@ def check_validation_names(names, X_val):
     found = feature_names(X_val)
     if names is None or found is None or (len(found) == len(names) and bool(np.all(found == names))):
         return None
-    unseen = sorted(set(found) - set(names))
-    missing = sorted(set(names) - set(found))
-    msg = "validation X: its column names must be those of X, in the same order (they are used by position).\n"
+    raise ValueError(_names_differ(
+        names, found, "validation X: its column names must be those of X, in the same order (they are used by "
+        "position).\n", "Names not in X:\n", "Names of X that are missing:\n",
+        f"Same names in another order: X has {list(names)}, validation X has {list(found)}\n"))
+
+
+def _names_differ(expected, found, head, unseen_head, missing_head, reordered):
+    """The message for ``found`` names that are not ``expected``: those unseen, those missing, or the order."""
+    unseen = sorted(set(found) - set(expected))
+    missing = sorted(set(expected) - set(found))
+    msg = head
     if unseen:
-        msg += "Names not in X:\n" + _listed(unseen)
+        msg += unseen_head + _listed(unseen)
     if missing:
-        msg += "Names of X that are missing:\n" + _listed(missing)
+        msg += missing_head + _listed(missing)
     if not unseen and not missing:
-        msg += f"Same names in another order: X has {list(names)}, validation X has {list(found)}\n"
-    raise ValueError(msg)
+        msg += reordered
+    return msg
 
 
 def _listed(names, most=5):
@@ -272,13 +280,7 @@ class EstimatorMixin(ParamsMixin):
             return
         if len(names) == len(fitted) and bool(np.all(names == fitted)):
             return
-        unseen = sorted(set(names) - set(fitted))
-        missing = sorted(set(fitted) - set(names))
-        msg = "The feature names should match those that were passed during fit.\n"
-        if unseen:
-            msg += "Feature names unseen at fit time:\n" + _listed(unseen)
-        if missing:
-            msg += "Feature names seen at fit time, yet now missing:\n" + _listed(missing)
-        if not unseen and not missing:
-            msg += "Feature names must be in the same order as they were in fit.\n"
-        raise ValueError(msg)
+        raise ValueError(_names_differ(
+            fitted, names, "The feature names should match those that were passed during fit.\n",
+            "Feature names unseen at fit time:\n", "Feature names seen at fit time, yet now missing:\n",
+            "Feature names must be in the same order as they were in fit.\n"))
