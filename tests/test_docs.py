@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 
@@ -258,7 +259,14 @@ def test_code_block_runs(page, index, line, code, marked, tmp_path_factory, monk
             if p == page and state[1] <= i < index and not _skip_reason(c, m):
                 _run(p, i, c, ln)
         state[1] = index + 1
+        namespace = state[0]
+        before = {k: id(v) for k, v in namespace.items()}
         _run(page, index, code, line)
+    # the numbers a block binds are finite: a NaN shown to a reader is a defect of the page or the library
+    bound = {k: v for k, v in namespace.items() if before.get(k) != id(v)}
+    for name, value in bound.items():
+        if isinstance(value, (float, np.floating)) or (isinstance(value, np.ndarray) and value.dtype.kind == "f"):
+            assert np.all(np.isfinite(value)), f"{page.name}:{line}: {name} = {value!r} is not finite"
 
 
 def test_skip_markers_are_read():
