@@ -26,7 +26,7 @@ import numpy as np
 from ._estimator_params import EstimatorMixin, check_feature_names_arg, check_validation_names
 from ._validation import check_labels, check_matrix
 from ._scaling import column_mean_std, standardize
-from .backend import get_namespace
+from .backend import as_native, get_namespace, to_numpy
 from .placement import on_cluster
 from ._fitted import not_fitted_error as _not_fitted_error
 from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
@@ -44,6 +44,37 @@ def standardization(X):
     xp = get_namespace(X)
     mean, scale = column_mean_std(X, xp)
     return mean, np.where(scale > 0, scale, 1.0)
+
+
+def _warn_if_centers_in_data_units(centers, Xs, mean, scale):
+    """Warn when initial ``centers`` lie in the box of ``X`` in its own units but mostly outside the standardized one.
+
+    ``HyperoptKRR`` takes initial centers in standardized coordinates; rows of
+    ``X`` given as they are would start far from the data, silently.  Data
+    that are nearly standardized already never warn (both boxes agree).
+    """
+    if centers is None or isinstance(centers, (numbers.Number, str)):
+        return
+    try:
+        C = to_numpy(as_native(centers, "centers"), dtype=np.float64)
+    except (TypeError, ValueError):  # tune reports centers that are not numbers
+        return
+    if C.ndim != 2 or C.shape[1] != Xs.shape[1] or not np.all(np.isfinite(C)):
+        return
+    lo = to_numpy(Xs.min(axis=0), dtype=np.float64) - 1.0  # a margin of one standard deviation
+    hi = to_numpy(Xs.max(axis=0), dtype=np.float64) + 1.0
+
+    def inside(Z):
+        return float(np.mean(np.all((Z >= lo) & (Z <= hi), axis=1))) if Z.shape[0] else 1.0
+
+    with np.errstate(all="ignore"):
+        as_data_units = (C - mean) / scale
+    if inside(C) < 0.5 and inside(as_data_units) >= 0.9:
+        warnings.warn(
+            "centers: most initial centers lie outside the standardized data, but inside X in its own units; "
+            "with standardize=True they are taken in standardized coordinates: pass "
+            "(centers - X.mean(axis=0)) / X.std(axis=0), or standardize=False",
+            UserWarning, stacklevel=3)
 
 
 def apply_standardization(X, mean, scale):
@@ -158,6 +189,8 @@ class _HyperoptBase(EstimatorMixin):
         else:
             mean, scale = np.zeros(X.shape[1]), np.ones(X.shape[1])
         Xs = apply_standardization(X, mean, scale) if self.standardize else X
+        if self.standardize:
+            _warn_if_centers_in_data_units(self.centers, Xs, mean, scale)
         if validation is not None:
             if not (isinstance(validation, (tuple, list)) and len(validation) == 2):
                 raise TypeError("validation must be a tuple (X_val, y_val)")
@@ -278,7 +311,9 @@ _PARAMS_DOC = """
         int, chooses by ``k``-fold validation instead.
     centers : int or array of shape (m, d), default 100
         Number of Nystrom centers (random training rows) or initial centers
-        (in standardized coordinates when ``standardize`` is True).
+        (in standardized coordinates when ``standardize`` is True: a
+        ``UserWarning`` says so when they look like rows of ``X`` in its own
+        units).
     epochs : int, default 200
         Maximal number of Adam steps.
     lr : float, default 0.05

@@ -238,3 +238,22 @@ def test_dlpack_unsupported_device_is_a_clear_error(data):
         nh.NystromKRR(centers=10).fit(DLPackOnly(X, device=(14, 0)), y)  # kDLOneAPI
     with pytest.raises(TypeError, match="y lives on DLPack device type 14"):
         nh.tune(X, DLPackOnly(y, device=(14, 0)), centers=10, epochs=1, progress=False)
+
+
+def test_hyperopt_warns_for_centers_in_the_units_of_x():
+    """Initial centers are taken in standardized coordinates: rows of X as they are would start far off."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 2)) * [10.0, 0.5] + [50.0, -3.0]
+    y = np.sin(X[:, 0] / 10)
+    Z = X[:8]
+    kw = dict(epochs=1, random_state=0, progress=False)
+    with pytest.warns(UserWarning, match="taken in standardized coordinates"):
+        nh.HyperoptKRR(centers=Z, **kw).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        nh.HyperoptKRR(centers=(Z - X.mean(axis=0)) / X.std(axis=0), **kw).fit(X, y)  # as documented
+        nh.HyperoptKRR(centers=Z, standardize=False, **kw).fit(X, y)
+        Xn = (X - X.mean(axis=0)) / X.std(axis=0)  # standardized data: both readings agree
+        nh.HyperoptKRR(centers=Xn[:8], **kw).fit(Xn, y)
