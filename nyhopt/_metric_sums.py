@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._scaling import pow2_scale
-from .backend import get_namespace, to_numpy
+from .backend import get_namespace, to_namespace, to_numpy
 
 __all__ = ["Partials", "block_partials", "combine", "MESSAGES"]
 
@@ -97,7 +97,7 @@ def block_partials(kind, Y, M, S=None, z=None) -> Partials:
     xp = get_namespace(M)
 
     def here(a):  # host targets for device predictions, or the reverse
-        return xp.asarray(to_numpy(a) if get_namespace(a) is not xp else a, dtype=np.float64)
+        return to_namespace(a, xp, np.float64)
 
     Y, M = here(Y), here(M)
     arrays = (Y, M) if S is None else (Y, M, here(S))

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["get_namespace", "as_native", "is_cupy_namespace", "to_numpy", "cupy_or_none", "gpu_available"]
+__all__ = ["get_namespace", "as_native", "is_cupy_namespace", "to_numpy", "to_namespace", "cupy_or_none",
+           "gpu_available"]
 
 # DLPack device types (``DLDeviceType`` in dlpack.h)
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_ROCM, _DL_ROCM_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 10, 11, 13
@@ -193,3 +194,18 @@ def to_numpy(a, dtype=None):
     if _is_cupy_array(a):
         a = a.get()
     return np.asarray(a, dtype=dtype)
+
+
+def to_namespace(a, xp, dtype=None):
+    """``a`` as an array of the module ``xp`` (NumPy or CuPy): host data go to the device, or the reverse.
+
+    An array of ``xp`` already is not copied unless ``dtype`` differs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nyhopt.backend import to_namespace
+    >>> to_namespace([1, 2], np, dtype=np.float64)
+    array([1., 2.])
+    """
+    return xp.asarray(to_numpy(a) if get_namespace(a) is not xp else a, dtype=dtype)

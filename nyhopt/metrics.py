@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 from ._metric_sums import block_partials, combine
-from .backend import as_native, get_namespace, is_dask_array, to_numpy
+from .backend import as_native, get_namespace, is_dask_array, to_namespace
 
 __all__ = ["rmse", "nlpd", "coverage"]
 
@@ -62,7 +62,7 @@ def _metric(kind, y, mean, std=None, z=None):
             if on_cluster:
                 a = a if hasattr(a, "dtype") else np.asarray(a)
             else:
-                a = xp.asarray(to_numpy(a) if get_namespace(a) is not xp else a)
+                a = to_namespace(a, xp)
         if a.dtype.kind not in "biuf":
             raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
         return a if on_cluster else a.astype(np.float64)

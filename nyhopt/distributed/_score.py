@@ -12,7 +12,7 @@ import numpy as np
 
 from .._r2 import r2_combine, r2_partials
 from .._validation import check_sample_weight, check_target_layout
-from ..backend import as_native, get_namespace, to_numpy
+from ..backend import as_native, get_namespace, to_namespace, to_numpy
 from ._detect import is_dask_array
 from ._rows import on_rows, per_row_block
 from .estimator import predict_dask
@@ -35,7 +35,7 @@ def _block_partials(P, Y, w):
     xp = get_namespace(P)
 
     def here(a):  # host targets or weights for device predictions, or the reverse
-        return xp.asarray(to_numpy(a) if get_namespace(a) is not xp else a, dtype=np.float64)
+        return to_namespace(a, xp, np.float64)
 
     r = P.shape[0]
     return r2_partials(here(Y).reshape(r, -1), here(P).reshape(r, -1), None if w is None else here(w))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import get_namespace, to_numpy
+from ..backend import get_namespace, to_namespace, to_numpy
 from .._intercept import profile_intercept, with_ones
 from ..ops import kmv
 from ._targets import TargetEncoding, decode_predictions
@@ -150,6 +150,5 @@ class ErrorTracker:
         var = latent_variance(kernel, self.X_val, Z, vm) + vm.noise_variance
         std = xp.sqrt(var)[:, None] * xp.asarray(np.asarray(self.enc.y_scale, dtype=np.float64))
         mean = pred.reshape(std.shape)
-        y = self.y_val if get_namespace(self.y_val) is xp else xp.asarray(to_numpy(self.y_val))
-        y = xp.asarray(y, dtype=xp.float64).reshape(std.shape)
+        y = to_namespace(self.y_val, xp, xp.float64).reshape(std.shape)
         return metrics.nlpd(y, mean, std), metrics.coverage(y, mean, std, level=0.95)
