@@ -85,6 +85,13 @@ def test_site_builds_in_strict_mode(tmp_path):
         assert (tmp_path / "site" / "results" / png.name).is_file()
 
 
+def test_ci_installs_the_docs_extra_and_builds_the_site():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert 'pip install -q ".[docs]"' in ci
+    after = ci.split('pip install -q ".[docs]"', 1)[1]
+    assert "tests/test_docs.py -k strict" in after
+
+
 def _quick_start_commands():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
