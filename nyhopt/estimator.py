@@ -39,7 +39,7 @@ from ._fitted import NotFittedError, check_fitted as _check_fitted
 from ._fitted import as_intercept as _as_intercept, intercept_of as _intercept_of
 from .placement import on_cluster
 from .solvers import ConvergenceWarning, direct_solve, falkon_solve
-from .posterior import direct_fit, fit_variance
+from .posterior import check_variance_model, direct_fit, fit_variance
 from ._predictive import check_flags, set_variance, spread_columns, uncertainty
 from ._intercept import profile_intercept, with_ones
 
@@ -578,6 +578,68 @@ class NystromKRRClassifier(_NystromBase):
         if not return_std:
             return f
         return f, self._spread(X, False, include_noise)
+
+    def predict_proba(self, X, include_latent=False):
+        r"""Class probabilities from the Gaussian model of the regression on the encoded labels.
+
+        A new encoded label at ``x`` is taken as :math:`y^* \sim \mathcal
+        N(\mu, s^2)`, :math:`\mu` the score (:meth:`decision_function`) and
+        :math:`s = \sigma_n` the fitted noise standard deviation
+        (``sqrt(noise_variance_)``).  Two classes (targets -1/+1):
+
+        .. math::
+            P(\text{classes\_}[1] \mid x) = P(y^* > 0) = \Phi(\mu / s),
+
+        a probit of the score.  More classes (one-hot targets, the outputs
+        taken independent): the probability that class :math:`k` draws the
+        largest label,
+
+        .. math::
+            P(k \mid x) = \int \varphi(z) \prod_{j \ne k}
+            \Phi\Big(\frac{\mu_k - \mu_j + s_k z}{s_j}\Big)\, dz,
+
+        by Gauss-Hermite quadrature, rows normalized to 1.  Both are
+        approximations (least squares on labels is not a likelihood for
+        classes); ``docs/pipelines.md`` ("Class probabilities") measures their
+        calibration.  Needs ``predictive_variance=True``.
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+        include_latent : bool, default False
+            Add the latent variance of the score at each point,
+            :math:`s^2 = \sigma_f^2(x) + \sigma_n^2`
+            (``decision_function(X, return_std=True, include_noise=True)``):
+            probabilities move toward :math:`1/K` away from the data.  They
+            are then no longer a monotone function of the score (the
+            ranking of ``predict_proba`` and ``decision_function`` can
+            differ), and cost :math:`O(m^2)` per row.
+
+        Returns
+        -------
+        array of shape (n, n_classes), float64
+            Column ``k`` is the probability of ``classes_[k]``; on the
+            device of the scores (CuPy scores give CuPy probabilities).
+        """
+        from ._proba import class_probabilities
+
+        if not isinstance(include_latent, (bool, np.bool_)):
+            raise TypeError(f"include_latent must be True or False, got {include_latent!r}")
+        if include_latent:
+            mu, s = self.decision_function(X, return_std=True, include_noise=True)
+            return class_probabilities(mu, s)
+        _check_fitted(self)
+        check_variance_model(getattr(self, "variance_model_", None), self.centers_.shape[0],
+                             f"this {type(self).__name__}", getattr(self, "_no_variance_reason", None))
+        mu = self.decision_function(X)
+        return class_probabilities(mu, float(np.sqrt(self.noise_variance_)))
+
+    def predict_log_proba(self, X, include_latent=False):
+        """Logarithm of :meth:`predict_proba`, shape (n, n_classes)."""
+        p = self.predict_proba(X, include_latent=include_latent)
+        xp = get_namespace(p)
+        with np.errstate(divide="ignore"):
+            return xp.log(p)
 
     def predict(self, X):
         """Predicted class labels, shape (n,), same array type as ``X``."""

@@ -485,6 +485,24 @@ class HyperoptKRRClassifier(_HyperoptBase):
         Xs = self._transform(X)
         return self.model_.decision_function(Xs, return_std=return_std, include_noise=include_noise)
 
+    def predict_proba(self, X, include_latent=False):
+        r"""Class probabilities, shape (n, n_classes): :meth:`NystromKRRClassifier.predict_proba` of ``model_``.
+
+        Two classes: :math:`\Phi(\mu / \sigma_n)` of the score :math:`\mu`
+        and the fitted noise standard deviation :math:`\sigma_n`; more
+        classes: the probability that a class draws the largest one-hot label
+        (``docs/pipelines.md``, "Class probabilities").  Column ``k`` is
+        ``classes_[k]``; ``include_latent`` as in
+        :meth:`NystromKRRClassifier.predict_proba`.
+        """
+        Xs = self._transform(X)
+        return self.model_.predict_proba(Xs, include_latent=include_latent)
+
+    def predict_log_proba(self, X, include_latent=False):
+        """Logarithm of :meth:`predict_proba`, shape (n, n_classes)."""
+        Xs = self._transform(X)
+        return self.model_.predict_log_proba(Xs, include_latent=include_latent)
+
     def predict(self, X):
         """Class labels for ``X`` (an array of ``classes_`` values, shape (n,)).
 
