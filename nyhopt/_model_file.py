@@ -41,7 +41,8 @@ def read_npz(path: str) -> dict:
         raise DataError(f"{path} is not an nyhopt model file (it is not an .npz archive)")
     state = {}
     try:
-        with np.load(path, allow_pickle=False) as data:
+        # the file object is ours: np.load leaves a path's file open when the archive is unreadable
+        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as data:
             for key in data.files:
                 state[key] = _read_entry(data, key, path)
     except DataError:

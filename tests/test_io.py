@@ -1,6 +1,9 @@
 """CSV reading and model files (nyhopt.io)."""
 from __future__ import annotations
 
+import gc
+import warnings
+
 import numpy as np
 import pytest
 
@@ -307,9 +310,14 @@ def test_load_truncated_archive_says_damaged(tmp_path, saved_state, cut):
     whole = _variant(tmp_path, state).read_bytes()
     path = tmp_path / "truncated.npz"
     path.write_bytes(whole[: int(cut * len(whole))])
-    with pytest.raises(DataError, match="is damaged") as info:
-        load_model(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        with pytest.raises(DataError, match="is damaged") as info:
+            load_model(path)
+        gc.collect()
     assert "pickle" not in str(info.value)
+    # the archive's file is closed on failure too (no "unclosed file")
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]
 
 
 def test_load_corrupted_entry_says_damaged(tmp_path, saved_state):
