@@ -453,6 +453,18 @@ def test_integer_target_taken_as_classes_says_how_to_choose(tmp_path, capsys):
     assert "(regression)" in out and "--task" not in err
 
 
+def test_zero_one_target_is_taken_as_classes_without_a_note(tmp_path, capsys):
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(60, 2))
+    path = _write_csv(tmp_path / "binary.csv", ["a", "b", "sick"],
+                      [[p, q, int(p > 0)] for p, q in X.tolist()])
+    assert main(["tune", path, "--target", "sick", "--centers", "10", "--epochs", "1", "--out",
+                 str(tmp_path / "b.npz")]) == 0
+    out, err = capsys.readouterr()
+    assert "(classification, 2 classes)" in out
+    assert "distinct integers" not in err and "--task" not in err
+
+
 def test_report_without_matplotlib_fails_before_any_work(tmp_path, regression_csv, capsys, monkeypatch):
     import importlib.util
 

@@ -14,6 +14,10 @@ from ._common import (CLIError, clean_floats, fmt_error, json_default, note, req
                       target_values)
 from ._device import array_module, to_host
 
+# Two distinct integers (0/1, -1/+1, 1/2) are taken as classes without a note; from three on,
+# counts or ratings are as likely as labels and --task auto says what it chose.
+_PLAIN_CLASSES = 2
+
 
 def cmd_tune(args) -> int:
     from ..hyperopt import HyperoptKRR, HyperoptKRRClassifier
@@ -69,8 +73,9 @@ def cmd_tune(args) -> int:
     if task == "classification":
         extra = f", {np.unique(y).size} classes"
     say(args, f"data: {table.path}: {n} rows, {d} features, target {target_name!r} ({task}{extra})")
-    if args.task == "auto" and task == "classification" and y.dtype.kind in "iuf":
-        note(args, f"the target {target_name!r} holds {np.unique(y).size} distinct integers, taken as class "
+    n_values = np.unique(y).size
+    if args.task == "auto" and task == "classification" and y.dtype.kind in "iuf" and n_values > _PLAIN_CLASSES:
+        note(args, f"the target {target_name!r} holds {n_values} distinct integers, taken as class "
                     "labels; give --task regression to regress on them (or --task classification)")
     say(args, f"tuning: objective {','.join(args.objective) + ' (chosen by validation)' if several else args.objective}, "
                f"{centers} centers, up to {args.epochs} epochs, "
