@@ -54,6 +54,7 @@ from ._model_file import ESTIMATORS as _ESTIMATORS
 from ._model_file import FORMAT, VERSION, read_npz, validate_state
 from ._model_params import decode_params, encode_params
 from ._model_params import kernel_name as _kernel_name
+from ._table_file import read_text
 from .backend import to_numpy
 from .errors import DataError
 
@@ -103,11 +104,13 @@ def _fspath(path):
 
 
 def read_csv(path, delimiter=None) -> Table:
-    """Read a CSV file with a header row.
+    """Read a CSV file with a header row, plain or compressed.
 
     Parameters
     ----------
     path : str or path-like
+        UTF-8 text; a name ending in ``.gz``, ``.bz2``, ``.xz`` or ``.zip``
+        (one file inside) is decompressed first, as pandas does.
     delimiter : str, optional
         Field separator; by default guessed among ``,``, ``;``, tab and space
         from the header line.
@@ -121,8 +124,10 @@ def read_csv(path, delimiter=None) -> Table:
     FileNotFoundError
         If ``path`` does not exist.
     DataError
-        Empty file, no data rows, duplicated or empty column names, or rows
-        whose number of fields differs from the header.
+        Empty file, no data rows, duplicated or empty column names, rows
+        whose number of fields differs from the header, a damaged compressed
+        file, or a file that is not text (the message says what it seems to
+        be: an Excel workbook, a Parquet file, a gzip file named ``.csv``, ...).
 
     Examples
     --------
@@ -139,9 +144,7 @@ def read_csv(path, delimiter=None) -> Table:
         raise FileNotFoundError(f"file not found: {path}")
     if os.path.isdir(path):
         raise DataError(f"{path} is a folder, not a CSV file")
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        text = f.read()
-    lines = text.splitlines()
+    lines = read_text(path).splitlines()
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     if first is None:
         raise DataError(f"{path} is empty")

@@ -133,6 +133,28 @@ def test_clear_errors(tmp_path, regression_csv, capsys):
     assert "not an nyhopt model file" in err
 
 
+def test_compressed_tables_are_read_and_binary_files_named(tmp_path, regression_csv, capsys):
+    import gzip
+
+    path, X, y = regression_csv
+    text = open(path).read().replace(",", "\t")
+    gz = tmp_path / "data.tsv.gz"
+    gz.write_bytes(gzip.compress(text.encode()))
+    model = tmp_path / "m.npz"
+    assert main(["tune", str(gz), "--target", "price", "--centers", "10", "--epochs", "2", "--out", str(model),
+                 "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    pred = tmp_path / "p.csv"
+    assert main(["predict", str(model), str(gz), "--out", str(pred)]) == 0
+    assert len(_read_predictions(pred)[1]) == len(y)
+    capsys.readouterr()
+    wrong = tmp_path / "data.csv"
+    wrong.write_bytes(gz.read_bytes())
+    err = _error_run(["tune", str(wrong), "--target", "price"], capsys)
+    assert "is not a text table: it seems to be a gzip-compressed file (name it with .gz" in err
+    assert "codec" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_unknown_objective_is_a_usage_error(regression_csv, capsys):
     path, _, _ = regression_csv
     with pytest.raises(SystemExit) as exc:

@@ -329,3 +329,82 @@ def test_load_corrupted_entry_says_damaged(tmp_path, saved_state):
     path.write_bytes(bytes(raw))
     with pytest.raises(DataError, match="is damaged"):
         load_model(path)
+
+
+# --------------------------------------------------------------------------- compressed tables
+
+_TSV = "a\tb\ty\n1\t2\t3\n4\t5\t6\n"
+
+
+def _compressed(tmp_path, ext):
+    import bz2
+    import gzip
+    import lzma
+    import zipfile
+
+    path = tmp_path / f"data.tsv{ext}"
+    data = _TSV.encode()
+    if ext == ".zip":
+        with zipfile.ZipFile(path, "w") as zf:
+            zf.writestr("data.tsv", data)
+    else:
+        path.write_bytes({".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[ext](data))
+    return path
+
+
+@pytest.mark.parametrize("ext", [".gz", ".bz2", ".xz", ".zip", ".GZ"])
+def test_read_csv_decompresses_by_extension(tmp_path, ext):
+    path = _compressed(tmp_path, ext.lower())
+    if ext != ext.lower():
+        path = path.rename(tmp_path / f"data.tsv{ext}")
+    t = read_csv(path)
+    assert t.names == ["a", "b", "y"] and t.cells.tolist() == [["1", "2", "3"], ["4", "5", "6"]]
+    assert t.lines == [2, 3]
+
+
+def test_compressed_file_problems_are_named(tmp_path):
+    import zipfile
+
+    whole = _compressed(tmp_path, ".gz").read_bytes()
+    cut = tmp_path / "cut.csv.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(DataError, match=r"cut.csv.gz is a damaged gzip file"):
+        read_csv(cut)
+    plain = tmp_path / "plain.csv.gz"
+    plain.write_text(_TSV)
+    with pytest.raises(DataError, match=r"named .gz but is not a gzip file: it seems to be text"):
+        read_csv(plain)
+    two = tmp_path / "two.zip"
+    with zipfile.ZipFile(two, "w") as zf:
+        zf.writestr("a.csv", "x\n1\n")
+        zf.writestr("b.csv", "x\n2\n")
+    with pytest.raises(DataError, match=r"exactly one file, this one holds 2: a.csv, b.csv"):
+        read_csv(two)
+
+
+@pytest.mark.parametrize("content,seems", [
+    (None, "a gzip-compressed file (name it with .gz"),
+    (b"PAR1\x15\x04\x15\xa0\x9c\x01", "a Parquet file"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1\x00\x00", "Excel .xls"),
+    ("prix;température\n1;2\n".encode("latin-1"), "not UTF-8 (perhaps Latin-1"),
+    (b"\x00\x01\x02\xff\xfe\x00", "binary data"),
+])
+def test_a_file_that_is_not_text_says_what_it_seems_to_be(tmp_path, content, seems):
+    path = tmp_path / "data.csv"
+    path.write_bytes(_compressed(tmp_path, ".gz").read_bytes() if content is None else content)
+    with pytest.raises(DataError) as info:
+        read_csv(path)
+    msg = str(info.value)
+    assert msg.startswith(f"{path} is not a text table: it seems to be ") and seems in msg
+    assert "codec" not in msg
+
+
+def test_an_xlsx_workbook_is_named(tmp_path):
+    import zipfile
+
+    path = tmp_path / "book.csv"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("xl/workbook.xml", "<workbook/>")
+        zf.writestr("[Content_Types].xml", "<Types/>")
+    with pytest.raises(DataError, match="an Excel .xlsx workbook"):
+        read_csv(path)
