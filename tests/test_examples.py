@@ -266,3 +266,14 @@ def test_uncertainty_page_quotes_the_figure_script(tmp_path):
     cover = _load("uncertainty_1d").main(["--out", str(tmp_path)])
     page = (ROOT / "docs" / "uncertainty.md").read_text()
     assert f"On 5000 fresh samples {100 * cover:.1f}% fall inside" in " ".join(page.split())
+
+
+def test_calibration_quick(tmp_path):
+    pytest.importorskip("sklearn")
+    mod = _load("calibration")
+    rows = mod.main(["--quick", "--quiet", "--out", str(tmp_path), "--datasets", "svmguide1", "--max-train", "200"])
+    _check_outputs(tmp_path, "calibration")
+    assert [r["method"] for r in rows] == ["nyhopt", "nyhopt latent", "sigmoid CV", "isotonic CV",
+                                           "gradient boosting"]
+    for r in rows:
+        assert 0.0 <= r["ece"] <= 1.0 and 0.0 <= r["brier"] <= 1.0 and math.isfinite(r["log_loss"])
