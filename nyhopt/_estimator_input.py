@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._estimator_params import feature_names
+from ._frame_errors import frame_errors
 from ._validation import check_matrix
 from .backend import as_native, get_namespace, is_cupy_namespace
 
@@ -63,7 +64,9 @@ def regression_targets(y, classifier):
 def check_X(est, X, reset):
     """Validated 2-D float ``X`` and its namespace; records (``reset``) or checks feature names."""
     est._check_feature_names(feature_names(X), reset)
-    X = as_array(X, "X")
+    frame = X
+    with frame_errors(frame, "X"):
+        X = as_array(X, "X")
     xp = get_namespace(X)
     if X.ndim != 2:
         raise ValueError(
@@ -80,4 +83,5 @@ def check_X(est, X, reset):
             f"X has {X.shape[1]} features, but {type(est).__name__} is expecting "
             f"{est.n_features_in_} features as input"
         )
-    return check_matrix(X, "X", xp), xp
+    with frame_errors(frame, "X"):
+        return check_matrix(X, "X", xp), xp

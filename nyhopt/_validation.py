@@ -48,9 +48,23 @@ def _is_float_dtype(dtype) -> bool:
 
 
 def check_finite(a, name: str, xp=np) -> None:
-    """Raise ``ValueError`` if ``a`` holds NaN or infinity."""
-    if not bool(xp.all(xp.isfinite(a))):
-        raise ValueError(f"{name} contains NaN or infinity")
+    """Raise ``ValueError`` if ``a`` holds NaN or infinity, naming the first such element of a 1-D or 2-D ``a``.
+
+    Examples
+    --------
+    >>> check_finite(np.array([[1.0, 2.0], [3.0, np.nan]]), "X")
+    Traceback (most recent call last):
+    ...
+    ValueError: X contains NaN or infinity (first at X[1, 1])
+    """
+    if bool(xp.all(xp.isfinite(a))):
+        return
+    where = ""
+    if a.ndim in (1, 2) and a.size:
+        flat = int(xp.argmax(~xp.isfinite(a.reshape(-1))))
+        index = str(flat) if a.ndim == 1 else f"{flat // a.shape[1]}, {flat % a.shape[1]}"
+        where = f" (first at {name}[{index}])" if name.isidentifier() else f" (first at [{index}])"
+    raise ValueError(f"{name} contains NaN or infinity{where}")
 
 
 def check_matrix(a, name: str, xp=np, dtype=None, n_features: int | None = None, min_rows: int = 1):

@@ -30,6 +30,7 @@ from .backend import as_native, get_namespace, to_numpy
 from .placement import on_cluster
 from ._fitted import not_fitted_error as _not_fitted_error
 from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
+from ._frame_errors import frame_errors
 from ._estimator_input import regression_targets
 
 __all__ = ["HyperoptKRR", "HyperoptKRRClassifier"]
@@ -195,8 +196,9 @@ class _HyperoptBase(EstimatorMixin):
             if not (isinstance(validation, (tuple, list)) and len(validation) == 2):
                 raise TypeError("validation must be a tuple (X_val, y_val)")
             check_validation_names(names, validation[0])
-            Xv = _as_array(validation[0], "validation X")
-            Xv = check_matrix(Xv, "validation X", xp, n_features=X.shape[1])
+            with frame_errors(validation[0], "validation X"):
+                Xv = _as_array(validation[0], "validation X")
+                Xv = check_matrix(Xv, "validation X", xp, n_features=X.shape[1])
             val = (apply_standardization(Xv, mean, scale) if self.standardize else Xv,
                    _as_array(check_labels(validation[1], "validation y"), "validation y",
                              numeric=self._task == "regression"))

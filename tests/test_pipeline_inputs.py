@@ -177,6 +177,55 @@ def test_validation_frame_with_other_columns_is_refused(data, fit):
     np.testing.assert_array_equal(run(X[:30]).validation_error, same)  # a bare array: by position
 
 
+def _frame_with(column, values):
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame({"dose": rng.normal(size=8), "age": rng.normal(size=8)}, index=[f"p{i}" for i in range(8)])
+    df[column] = values
+    return df, rng.normal(size=8)
+
+
+_FITS = {
+    "NystromKRR": lambda X, y: nh.NystromKRR(centers=4).fit(X, y),
+    "HyperoptKRR": lambda X, y: nh.HyperoptKRR(centers=4, epochs=1, progress=False).fit(X, y),
+    "tune": lambda X, y: nh.tune(X, y, centers=4, epochs=1),
+    "tune-several": lambda X, y: nh.tune(X, y, objective=["prop", "gcv"], validation=0.5, centers=2, epochs=1),
+    "validation": lambda X, y: nh.HyperoptKRR(centers=4, epochs=1, progress=False).fit(
+        pd.DataFrame(np.random.default_rng(0).normal(size=X.shape), columns=X.columns), y, validation=(X, y)),
+}
+
+
+@pytest.mark.parametrize("fit", _FITS.values(), ids=_FITS.keys())
+def test_frame_errors_name_the_column_and_the_first_bad_row(fit):
+    nan, _ = _frame_with("weight", [1.0, 2.0, np.nan, 4.0, np.inf, 6.0, 7.0, 8.0])
+    nan["age"] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, -np.inf]
+    y = np.arange(8.0)
+    name = "validation X" if fit is _FITS["validation"] else "X"
+    with pytest.raises(ValueError) as info:
+        fit(nan, y)
+    assert str(info.value) == (f"{name} contains NaN or infinity: column 'weight', first at row 2 (index 'p2') "
+                               "(also in column(s) 'age')")
+    text, _ = _frame_with("color", ["1.5", "2", "red", "blue", "3", "4", "5", "6"])
+    with pytest.raises((TypeError, ValueError)) as info:
+        fit(text, y)
+    assert str(info.value).startswith(f"{name}: column 'color' is not numeric: 'red' at row 2 (index 'p2')")
+
+
+def test_frame_errors_at_predict_and_for_missing_values():
+    df, y = _frame_with("weight", np.ones(8))
+    model = nh.NystromKRR(centers=4).fit(df, y)
+    nullable = df.assign(weight=pd.array([1, None, 3, 4, 5, 6, 7, 8], dtype="Int64")).reset_index(drop=True)
+    with pytest.raises((TypeError, ValueError), match=r"^X contains NaN or infinity: column 'weight', first at row 1$"):
+        model.predict(nullable)
+    bare = np.where(np.arange(24).reshape(8, 3) == 9, np.nan, 1.0)  # an array: its position
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # fitted with names
+        with pytest.raises(ValueError, match=r"^X contains NaN or infinity \(first at X\[3, 0\]\)$"):
+            model.predict(bare)
+    from nyhopt._frame_errors import frame_problem
+
+    assert frame_problem(df, "X") is None  # a clean frame: other errors pass unchanged
+
+
 def test_float_dataframe_is_not_copied(data):
     X, _, _ = data
     df = pd.DataFrame(X.copy(), columns=["a", "b", "c"])

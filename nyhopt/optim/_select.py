@@ -57,6 +57,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._validation import check_labels, check_matrix
+from .._frame_errors import frame_errors
 from ..backend import as_native, get_namespace, to_numpy
 from ..params import Params
 from ..placement import check_objective, on_cluster
@@ -297,10 +298,12 @@ def tune_by_validation(tune, options):
                          "machine; on dask arrays tune with objective='stoch-prop'")
 
     rng = as_generator(state)
+    frame = X
     X, y = as_native(X, "X"), as_native(y, "y")
     xp = get_namespace(X, y if hasattr(y, "shape") else None)
     y = check_labels(y, "y")
-    X = check_matrix(X, "X", xp, dtype=check_dtype(options["dtype"]), min_rows=2)
+    with frame_errors(frame, "X"):
+        X = check_matrix(X, "X", xp, dtype=check_dtype(options["dtype"]), min_rows=2)
     task = resolve_task(y, options["task"])
     folds = is_folds(validation)
     retune = folds or (isinstance(validation, numbers.Real) and not isinstance(validation, (bool, np.bool_)))
@@ -321,7 +324,8 @@ def tune_by_validation(tune, options):
             X_tr, y_tr = X, y
             X_val = as_native(validation[0], "validation X")
             get_namespace(X, X_val)
-            X_val = check_matrix(X_val, "validation X", xp, dtype=X.dtype, n_features=X.shape[1])
+            with frame_errors(validation[0], "validation X"):
+                X_val = check_matrix(X_val, "validation X", xp, dtype=X.dtype, n_features=X.shape[1])
             y_val = check_labels(as_native(validation[1], "validation y"), "validation y")
         else:
             raise TypeError(f"validation must be {_VALIDATION_KINDS}, got {validation!r}")

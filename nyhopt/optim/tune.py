@@ -27,6 +27,7 @@ import numpy as np
 
 from .._estimator_params import check_feature_names_arg, check_validation_names
 from .._validation import check_label_kind, check_labels, check_matrix
+from .._frame_errors import frame_errors
 from ..backend import as_native, get_namespace, is_cupy_namespace, to_numpy
 from ..kernels import Kernel, make_kernel
 from ..params import Params
@@ -436,13 +437,15 @@ def _n_outputs(y) -> int:
 def _start_in_memory(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, rng, validation, task, dtype,
                      solver, objective_options, track_errors, client):
     """Stage 2 for NumPy/CuPy data: validation split or set, encoded targets, start, objective, tracker."""
+    frame = X
     X, y = as_native(X, "X"), as_native(y, "y")
     xp = get_namespace(X, y if hasattr(y, "shape") else None)
     if is_cupy_namespace(xp) and y is not None and not hasattr(y, "shape"):  # host data, as for the estimators
         raise TypeError(f"y is a {type(y).__name__} (host data) but X is a CuPy (device) array; pass y as a "
                         "CuPy array (text class labels as their indices: numpy.unique(y, return_inverse=True))")
     y = check_labels(y, "y")  # before any work: mixed label types fail here, not after tuning
-    X = check_matrix(X, "X", xp, dtype=dtype, min_rows=2)
+    with frame_errors(frame, "X"):
+        X = check_matrix(X, "X", xp, dtype=dtype, min_rows=2)
     dtype = X.dtype
     if task == "auto" and resolve_task(y, task) == "classification":
         _warn_auto_classification(y)
@@ -455,7 +458,8 @@ def _start_in_memory(X, y, *, objective, centers, penalty, lengthscale, kernel, 
         elif isinstance(validation, (tuple, list)) and len(validation) == 2:
             X_val, y_val = as_native(validation[0], "validation X"), as_native(validation[1], "validation y")
             get_namespace(X, X_val)
-            X_val = check_matrix(X_val, "validation X", xp, dtype=dtype, n_features=X.shape[1])
+            with frame_errors(validation[0], "validation X"):
+                X_val = check_matrix(X_val, "validation X", xp, dtype=dtype, n_features=X.shape[1])
             if len(y_val) != X_val.shape[0]:
                 raise ValueError(f"validation y has {len(y_val)} rows but validation X has {X_val.shape[0]}")
             if task == "classification":
