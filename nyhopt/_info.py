@@ -18,7 +18,7 @@ import importlib
 import importlib.metadata
 import platform
 
-__all__ = ["gather", "format_text"]
+__all__ = ["gather", "format_text", "gpu_problem"]
 
 #: Packages reported by version (``None`` when not installed), besides Python and nyhopt.
 PACKAGES = ("numpy", "scipy", "numba", "cupy", "scikit-learn", "pooch", "threadpoolctl")
@@ -41,16 +41,67 @@ def _version(name):
     return None
 
 
+#: What a CUDA error usually means, by the name CUDA gives it.
+_CUDA_HINTS = {
+    "cudaErrorInsufficientDriver": ("no NVIDIA driver is loaded, or one older than the CUDA of this CuPy: "
+                                    "update the driver, or install the CuPy of the CUDA that nvidia-smi "
+                                    "shows (nyhopt[cuda12] or nyhopt[cuda13])"),
+    "cudaErrorNoDevice": "no NVIDIA GPU is visible to this process (see nvidia-smi and CUDA_VISIBLE_DEVICES)",
+    "cudaErrorInvalidDevice": "CUDA_VISIBLE_DEVICES names a device that does not exist",
+    "cudaErrorSystemDriverMismatch": ("the kernel driver and the user-space driver library differ "
+                                      "(reboot, or reinstall the driver)"),
+    "cudaErrorDevicesUnavailable": "every GPU is busy or in a prohibited/exclusive compute mode",
+    "cudaErrorInitializationError": "the CUDA driver failed to initialize (see nvidia-smi and dmesg)",
+}
+
+
+def _unusable(cupy, why):
+    hint = next((text for name, text in _CUDA_HINTS.items() if name in why), None)
+    version = getattr(cupy, "__version__", "")
+    _, _, rest = why.partition(": ")
+    if rest.startswith("cudaError"):  # the CUDA error's own name says more than the exception type
+        why = rest
+    return (f"CuPy {version} is installed but no CUDA device is usable: {why}".replace("CuPy  ", "CuPy ")
+            + (f"; likely {hint}" if hint else ""))
+
+
+def gpu_problem():
+    """Why CuPy cannot run on a GPU here (one line), or ``None`` when it sees a CUDA device.
+
+    Says whether CuPy is missing, fails to import, or is installed without a
+    usable device, with the CUDA error (such as ``cudaErrorInsufficientDriver``)
+    and what it usually means.
+    """
+    try:
+        import cupy
+    except ImportError:
+        return "CuPy is not installed"
+    except Exception as exc:  # a broken CUDA install fails at import
+        return f"CuPy is installed but fails to import ({_first_line(exc)})"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # no driver, an old driver, no device
+        return _unusable(cupy, _first_line(exc))
+    if count < 1:
+        import os
+
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        return _unusable(cupy, "it sees no CUDA device" + (f" (CUDA_VISIBLE_DEVICES={visible!r})"
+                                                            if visible is not None else ""))
+    return None
+
+
 def _device(cupy_installed):
     """``"<name>, <memory> GiB (CUDA device 0 of N)"``, or ``"none"`` with the reason."""
     if not cupy_installed:
         return "none (CuPy is not installed)"
+    problem = gpu_problem()
+    if problem is not None:
+        return f"none: {problem}"
     try:
         import cupy
 
         count = cupy.cuda.runtime.getDeviceCount()
-        if count < 1:
-            return "none (CuPy sees no CUDA device)"
         props = cupy.cuda.runtime.getDeviceProperties(0)
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         gib = props["totalGlobalMem"] / 2**30

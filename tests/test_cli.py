@@ -380,6 +380,36 @@ def test_device_gpu_without_gpu_is_a_usage_error(regression_csv, capsys, monkeyp
         assert "--device gpu" in err and "no usable CUDA GPU" in err and err.count("\n") == 1
 
 
+def _cupy_without_device(monkeypatch, error=None, count=0):
+    """A stand-in ``cupy`` module whose CUDA runtime fails as on a machine without a (recent) driver."""
+    import types
+
+    def device_count():
+        if error is not None:
+            raise RuntimeError(error)
+        return count
+
+    runtime = types.SimpleNamespace(getDeviceCount=device_count)
+    fake = types.SimpleNamespace(__version__="14.2.0", is_available=lambda: False,
+                                 cuda=types.SimpleNamespace(runtime=runtime))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+
+
+def test_device_gpu_says_the_cuda_cause(regression_csv, capsys, monkeypatch):
+    cause = "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version"
+    _cupy_without_device(monkeypatch, error=cause)
+    err = _error_run(["tune", regression_csv[0], "--target", "price", "--device", "gpu"], capsys)
+    assert f"no usable CUDA GPU: CuPy 14.2.0 is installed but no CUDA device is usable: {cause}" in err
+    assert "likely no NVIDIA driver is loaded" in err and err.count("\n") == 1
+    assert main(["info", "--json", "--no-compile"]) == 0
+    device = json.loads(capsys.readouterr().out)["device"]
+    assert device.startswith(f"none: CuPy 14.2.0 is installed but no CUDA device is usable: {cause}")
+    _cupy_without_device(monkeypatch, count=0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    err = _error_run(["demo", "--device", "gpu"], capsys)
+    assert "CuPy 14.2.0 is installed but no CUDA device is usable: it sees no CUDA device (CUDA_VISIBLE_DEVICES='')" in err
+
+
 def test_gpu_path_through_the_seam(tmp_path, monkeypatch, capsys):
     """The GPU code path with a stand-in device: text labels stay on the host, results come back."""
     from nyhopt.cli import _device

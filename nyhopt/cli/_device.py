@@ -47,8 +47,10 @@ def array_module(device):
     if cp is not None:
         return cp
     if device == "gpu":
-        raise CLIError("--device gpu: no usable CUDA GPU (CuPy is not installed or sees no device; "
-                       "see 'nyhopt info')")
+        from .._info import gpu_problem
+
+        why = gpu_problem() or "CuPy reports no usable CUDA device"
+        raise CLIError(f"--device gpu: no usable CUDA GPU: {why}; see 'nyhopt info'")
     return np
 
 
