@@ -8,6 +8,7 @@ import pytest
 from scipy.special import ndtr
 
 import nyhopt as nh
+from nyhopt.backend import gpu_available
 from nyhopt._proba import class_probabilities
 from nyhopt.estimator import NotFittedError
 
@@ -122,3 +123,21 @@ def test_dask_input_gives_the_probabilities_of_its_numpy_copy():
         warnings.simplefilter("ignore")
         p = np.asarray(clf.predict_proba(da.from_array(X, chunks=(100, 2))))
     np.testing.assert_allclose(p, clf.predict_proba(X), rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU (CuPy with a device)")
+@pytest.mark.parametrize("classes", [2, 3])
+def test_cupy_probabilities_stay_on_the_device_and_match_the_host(classes):
+    import cupy as cp
+
+    X, y = _two_blobs() if classes == 2 else _three_classes()
+    y = np.unique(y, return_inverse=True)[1]  # CuPy holds no text labels
+    kw = dict(penalty=1e-4, centers=X[:30], solver="direct")
+    cpu = nh.NystromKRRClassifier(**kw).fit(X, y)
+    gpu = nh.NystromKRRClassifier(**{**kw, "centers": cp.asarray(X[:30])}).fit(cp.asarray(X), cp.asarray(y))
+    for latent in (False, True):
+        p = gpu.predict_proba(cp.asarray(X[:40]), include_latent=latent)
+        assert isinstance(p, cp.ndarray) and p.shape == (40, classes)
+        np.testing.assert_allclose(cp.asnumpy(p), cpu.predict_proba(X[:40], include_latent=latent),
+                                   rtol=1e-6, atol=1e-9)
