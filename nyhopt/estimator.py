@@ -598,7 +598,8 @@ class NystromKRRClassifier(_NystromBase):
             P(k \mid x) = \int \varphi(z) \prod_{j \ne k}
             \Phi\Big(\frac{\mu_k - \mu_j + s_k z}{s_j}\Big)\, dz,
 
-        by Gauss-Hermite quadrature, rows normalized to 1.  Both are
+        summed over a grid of draws shared by the classes (within
+        :math:`10^{-6}`), rows normalized to 1.  Both are
         approximations (least squares on labels is not a likelihood for
         classes); ``docs/pipelines.md`` ("Class probabilities") measures their
         calibration.  Needs ``predictive_variance=True``.

@@ -49,6 +49,26 @@ def test_multiclass_matches_monte_carlo_with_unequal_spreads():
         np.testing.assert_allclose(p[row], freq, rtol=0, atol=6 * np.sqrt(0.25 / draws))
 
 
+def test_multiclass_matches_adaptive_quadrature():
+    from scipy.integrate import quad
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(2)
+    mu = rng.normal(size=(6, 5)) * np.array([[0.1], [1.0], [3.0], [0.5], [2.0], [6.0]])
+    s = rng.uniform(0.1, 0.9, size=(6, 5))
+    p = class_probabilities(mu, s)
+    for i in range(mu.shape[0]):
+        for k in range(mu.shape[1]):
+            others = [j for j in range(mu.shape[1]) if j != k]
+
+            def integrand(z):
+                w = mu[i, k] + s[i, k] * z
+                return norm.pdf(z) * np.prod(norm.cdf((w - mu[i, others]) / s[i, others]))
+
+            ref = quad(integrand, -12, 12, epsabs=1e-13, epsrel=1e-11, limit=400)[0]
+            assert abs(p[i, k] - ref) < 1e-6, (i, k, p[i, k], ref)
+
+
 def test_zero_spread_is_the_sign_and_a_tie_is_one_half():
     p = class_probabilities(np.array([-1.0, 0.0, 2.0]), 0.0)
     np.testing.assert_array_equal(p[:, 1], [0.0, 0.5, 1.0])
