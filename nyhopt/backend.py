@@ -14,10 +14,13 @@ True
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 __all__ = ["get_namespace", "as_native", "is_cupy_namespace", "to_numpy", "to_namespace", "cupy_or_none",
-           "gpu_available"]
+           "gpu_available", "device_memory_advice", "DeviceMemoryError",
+           "format_bytes"]
 
 # DLPack device types (``DLDeviceType`` in dlpack.h)
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_ROCM, _DL_ROCM_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 10, 11, 13
@@ -209,3 +212,74 @@ def to_namespace(a, xp, dtype=None):
     array([1., 2.])
     """
     return xp.asarray(to_numpy(a) if get_namespace(a) is not xp else a, dtype=dtype)
+
+
+def format_bytes(nbytes) -> str:
+    """``nbytes`` for a reader: GiB, MiB or KiB with two decimals."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20)):
+        if nbytes >= size:
+            return f"{nbytes / size:.2f} {unit}"
+    return f"{nbytes / 2**10:.2f} KiB"
+
+
+class DeviceMemoryError(MemoryError):
+    """Out of GPU memory, with what was being done and the settings that make it fit (a :class:`MemoryError`)."""
+
+    def __init__(self, steps, room, tips):
+        self.steps, self.room, self.tips = list(steps), room, list(tips)
+        lines = [f"out of GPU memory while {' > '.join(self.steps)} ({room})."]
+        if self.tips:
+            lines.append("To make it fit:")
+            lines.extend(f"  - {tip}" for tip in self.tips)
+        super().__init__("\n".join(lines))
+
+
+@contextlib.contextmanager
+def device_memory_advice(xp, what, advice):
+    """Turn CuPy's out-of-memory error inside the block into one that says what did not fit and what to change.
+
+    On a GPU, a problem that does not fit (the ``n x m`` row blocks, the
+    Gram matrix, the factors of the exact objectives) stops with CuPy's
+    ``OutOfMemoryError``, which names a byte count and nothing the user can
+    set.  Inside this block it becomes a :class:`DeviceMemoryError` (a
+    :class:`MemoryError`, as CuPy's is, so ``except MemoryError`` still
+    catches it, with CuPy's error as its cause) that names ``what`` was being
+    done, the device's memory, and ``advice``: the settings to change
+    (``docs/scaling-out.md``, "Out of GPU memory").  Blocks nest: an outer
+    one adds its ``what`` in front and its advice after the inner one's.
+    Nothing changes for NumPy.
+
+    Parameters
+    ----------
+    xp : module
+        The array module of the data.
+    what : str
+        What the block does, e.g. ``"forming the Gram matrix G = K^T K (m = 5000 centers)"``.
+    advice : callable returning a list of str
+        The settings that make it fit, one tip each; called on the error path only.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> with device_memory_advice(np, "adding", lambda: ["nothing to change"]):
+    ...     int(np.ones(3).sum())
+    3
+    """
+    if not is_cupy_namespace(xp):
+        yield
+        return
+    try:
+        yield
+    except DeviceMemoryError as exc:
+        tips = exc.tips + [tip for tip in advice() if tip not in exc.tips]
+        raise DeviceMemoryError([what] + exc.steps, exc.room, tips).with_traceback(exc.__traceback__) \
+            from exc.__cause__
+    except xp.cuda.memory.OutOfMemoryError as exc:
+        try:
+            free, total = xp.cuda.Device().mem_info
+            used = xp.get_default_memory_pool().used_bytes()
+            room = (f"{exc}; the device has {format_bytes(total)}, {format_bytes(free)} free, "
+                    f"{format_bytes(used)} in use by CuPy's pool")
+        except Exception:  # the device may be in a bad state after the failure
+            room = f"{exc}; the device's free memory could not be read"
+        raise DeviceMemoryError([what], room, advice()) from exc

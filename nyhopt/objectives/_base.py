@@ -94,7 +94,7 @@ import numpy as np
 
 from .._validation import check_matrix, check_positive, check_targets, reject_bool
 from .._threads import cpu_threads
-from ..backend import get_namespace, to_numpy
+from ..backend import device_memory_advice, format_bytes, get_namespace, to_numpy
 from ..kernels import Kernel, KernelGrad, make_kernel
 from ..kernels._base import check_finite_grad
 from ..ops import adjoint_dense, adjoint_factored, adjoint_lowrank
@@ -440,7 +440,7 @@ class Objective:
     # -- public API -----------------------------------------------------------------
     def value(self, params) -> float:
         """Objective value at ``params`` (a Python float)."""
-        with cpu_threads(self._cpu_engine(params), self.xp):
+        with cpu_threads(self._cpu_engine(params), self.xp), self._memory_advice(params):
             ev = self._run(params, frozenset(), need_grad=False)
         return _total(ev.terms)
 
@@ -462,18 +462,33 @@ class Objective:
             Partial derivatives in the same coordinates as ``params`` (float64).
         """
         wrt = _check_wrt(wrt)
-        with cpu_threads(self._cpu_engine(params), self.xp):
+        with cpu_threads(self._cpu_engine(params), self.xp), self._memory_advice(params):
             ctx, ev = self._run(params, wrt, need_grad=True, return_ctx=True)
             grad = params_gradient(ctx.kernel, ctx.Z, ev.cotangents, ctx.params, wrt, self.xp)
         return _total(ev.terms), grad
 
     def terms(self, params) -> dict:
         """Named parts of the objective at ``params``; their sum is :meth:`value`."""
-        with cpu_threads(self._cpu_engine(params), self.xp):
+        with cpu_threads(self._cpu_engine(params), self.xp), self._memory_advice(params):
             return dict(self._run(params, frozenset(), need_grad=False).terms)
 
     def __repr__(self):
         return f"{type(self).__name__}(n={self.n}, d={self.X.shape[1]}, p={self.p}, kernel={self.kernel!r})"
+
+    def _memory_advice(self, params):
+        """Out of GPU memory in an evaluation: a :class:`MemoryError` that names what to change (CuPy only)."""
+        n, m = self.n, int(params.centers.shape[0])
+        return device_memory_advice(self.xp, f"evaluating the objective {self.name!r} (n = {n}, m = {m}, {self.X.dtype})",
+                                    lambda: self._memory_tips(n, m))
+
+    def _memory_tips(self, n, m) -> list:
+        """What makes an evaluation fit: the exact objectives hold whole ``n x m`` matrices."""
+        size = format_bytes(n * m * self.X.dtype.itemsize)
+        tips = [f"the exact objectives hold whole n x m matrices ({size} each): use fewer centers"]
+        if self.X.dtype == np.float64:
+            tips.append("float32 data (tune's dtype='float32') halve them")
+        tips.append("the scalable objective 'stoch-prop' streams row blocks instead")
+        return tips
 
     # -- hooks ----------------------------------------------------------------------
     def _evaluate(self, ctx: EvalContext) -> Evaluation:  # pragma: no cover - abstract

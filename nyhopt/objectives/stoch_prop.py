@@ -111,7 +111,8 @@ import numpy as np
 from ..ops import kernel_matrix
 from ..ops.cached import cache_storage
 from ..ops.half import STORAGE as STORAGE_16
-from ..ops.operator import KernelOperator, column_stats, gram_pays  # noqa: F401 (named here before)
+from ..ops.operator import KernelOperator, column_stats, gram_memory_advice, gram_pays  # noqa: F401 (named here before)
+from ..ops.operator import stream_memory_advice
 from ._exact import gram, solve_lower_inplace
 from ..solvers import jitter
 from ..solvers._linalg import add_to_diagonal, cholesky_adjoint, cholesky_upper, solve_triangular
@@ -403,6 +404,10 @@ class StochasticProp(Objective):
         """Drop data persisted on a cluster (the objective cannot be evaluated afterwards)."""
         if self.data is not None:
             self.data.release()
+
+    def _memory_tips(self, n, m) -> list:
+        """What makes a step fit: row blocks and a held kernel (the memory and cache budgets), the Gram route."""
+        return stream_memory_advice(n, m, self.X.dtype, self.xp) + gram_memory_advice(m)
 
     def _run(self, params, wrt, need_grad, return_ctx=False):
         # On a cluster the driver's m x m work is on the host: CuPy centers (m x d) come over once,

@@ -62,7 +62,8 @@ import numpy as np
 
 from .._threads import cpu_threads
 from .._validation import check_matrix, check_targets
-from ..backend import get_namespace, is_cupy_namespace
+from .._config import get_cache_budget, get_memory_budget
+from ..backend import DeviceMemoryError, device_memory_advice, format_bytes, get_namespace, is_cupy_namespace
 from . import _adjoint_lowrank, _adjoint_residual, adjoint_lowrank, adjoint_residual
 from ._blocks import KernelBlocks
 from .cached import CachedKernel, cache_storage
@@ -70,7 +71,7 @@ from . import gram as _gram
 from .gram import gram_matrix
 
 __all__ = ["KernelOperator", "FitPass", "LowRankCotangent", "ResidualCotangent", "column_stats", "gram_stats",
-           "target_sums", "gram_stats_trusted", "check_policy", "GRAM_GAIN", "gram_pays", "gram_now", "gram_fits_device", "GPU_EVAL_S", "GPU_GRAM_S", "GPU_GRAM8_S", "GPU_GRAM64_S", "GPU_PRODUCT_S",
+           "target_sums", "gram_stats_trusted", "check_policy", "GRAM_GAIN", "gram_pays", "gram_now", "gram_fits_device", "gram_memory_advice", "stream_memory_advice", "GPU_EVAL_S", "GPU_GRAM_S", "GPU_GRAM8_S", "GPU_GRAM64_S", "GPU_PRODUCT_S",
            "GPU_GRAM_BYTES", "TENSOR_STATS_MIN_RATIO"]
 
 #: Ratio of the machine's speed on the Gram matrix's rank updates to its speed on the
@@ -116,6 +117,28 @@ def gram_fits_device(m, xp, free_bytes=None) -> bool:
     """Whether the GPU Gram route (:data:`GPU_GRAM_BYTES` per ``m^2``) fits in half the free device memory."""
     free = _device_free_bytes(xp) if free_bytes is None else free_bytes
     return GPU_GRAM_BYTES * m * m <= free // 2
+
+
+def gram_memory_advice(m) -> list:
+    """What to change when the GPU Gram route (:data:`GPU_GRAM_BYTES` per ``m^2``) does not fit: tips."""
+    return [f"the Gram route holds G = K^T K and its parts, about {format_bytes(GPU_GRAM_BYTES * m * m)} for "
+            f"m = {m} centers: stream the products instead with the objective option gram=False "
+            "(make_objective('stoch-prop', X, y, gram=False), or tune(..., objective_options={'gram': False}))",
+            "fewer centers shrink everything m-sized (G by their square)"]
+
+
+def stream_memory_advice(n, m, dtype, xp=None) -> list:
+    """What to change when the row blocks (or a held kernel) of an ``n x m`` problem do not fit in GPU memory."""
+    itemsize = np.dtype(dtype).itemsize
+    tips = [f"each row block holds b x {m} kernel values, b sized by the memory budget (now "
+            f"{format_bytes(get_memory_budget())}): lower it with nyhopt.set_memory_budget(nbytes) or "
+            "'with nyhopt.memory_budget(nbytes):'",
+            f"a kernel held whole takes {format_bytes(n * m * itemsize)} (allowed up to the cache budget, now "
+            f"{format_bytes(get_cache_budget(xp))}): nyhopt.set_cache_budget(0) streams it instead"]
+    if np.dtype(dtype) == np.float64:
+        tips.append("float32 data (X.astype('float32'), or tune's dtype='float32') halve every n-sized array")
+    tips.append("fewer centers shrink everything m-sized")
+    return tips
 
 
 def gram_pays(m, k, products, xp=np, *, dtype=np.float32, held=False, free_bytes=None) -> bool:
@@ -550,15 +573,32 @@ class KernelOperator:
         return cpu_threads(self.engine, self.xp)
 
     def form_gram(self, U=None):
-        """Form :math:`G = K^T K` now (one pass, with :math:`K^T U` if given); returns ``K^T U`` (float64) or None."""
-        if self.cache is not None:
-            with cpu_threads("pool", self.xp):
-                self.gram, KtU = self.cache.gram(U)
-            self._gram_route = None
-        else:
-            setting = _gram.tensor_core_setting()  # read once: the route taken is the route trusted
-            self.gram, KtU = gram_matrix(self.kernel, self.X, self.Z, U, tensor_cores=setting)
-            self._gram_route = _gram.tensor_core_route(self.X.dtype, self.xp, setting)
+        """Form :math:`G = K^T K` now (one pass, with :math:`K^T U` if given); returns ``K^T U`` (float64) or None.
+
+        Raises
+        ------
+        MemoryError
+            On a GPU, when the Gram route cannot fit (:func:`gram_memory_advice`):
+            before anything is allocated when its :data:`GPU_GRAM_BYTES` per
+            :math:`m^2` exceed the device's free memory, else when CuPy runs out.
+        """
+        m = self.shape[1]
+        if is_cupy_namespace(self.xp) and not gram_fits_device(m, self.xp, 2 * _device_free_bytes(self.xp)):
+            free = format_bytes(_device_free_bytes(self.xp))
+            raise DeviceMemoryError([f"forming the Gram matrix G = K^T K (m = {m} centers)"],
+                                    f"the Gram route does not fit on this GPU: it needs about "
+                                    f"{format_bytes(GPU_GRAM_BYTES * m * m)} and {free} are free; nothing was "
+                                    "allocated", gram_memory_advice(m))
+        with device_memory_advice(self.xp, f"forming the Gram matrix G = K^T K (m = {m} centers)",
+                                  lambda: gram_memory_advice(m)):
+            if self.cache is not None:
+                with cpu_threads("pool", self.xp):
+                    self.gram, KtU = self.cache.gram(U)
+                self._gram_route = None
+            else:
+                setting = _gram.tensor_core_setting()  # read once: the route taken is the route trusted
+                self.gram, KtU = gram_matrix(self.kernel, self.X, self.Z, U, tensor_cores=setting)
+                self._gram_route = _gram.tensor_core_route(self.X.dtype, self.xp, setting)
         self.passes += 1
         self.gram_rhs = KtU
         return KtU

@@ -47,8 +47,9 @@ import numpy as np
 
 from .._validation import check_matrix, check_positive, check_real
 from .._threads import cpu_threads
-from ..backend import get_namespace
+from ..backend import device_memory_advice, get_namespace
 from ..ops import kernel_matrix
+from ..ops.operator import stream_memory_advice
 from ._jitter import jitter
 from ._linalg import add_to_diagonal, cholesky_upper, solve_triangular
 from .cg import CGResult, conjugate_gradient
@@ -323,7 +324,10 @@ def falkon_operator_solve(op, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None, 
     ``op.kmtv``, ``op.form_gram``) touch the data.
     """
     xp = op.xp
-    with cpu_threads(op.engine, xp):  # streaming: Numba owns the cores; matrix products: nyhopt's pool
+    n, m = op.shape
+    advice = device_memory_advice(xp, f"solving with Falkon (n = {n}, m = {m}, {op.dtype})",
+                                  lambda: stream_memory_advice(n, m, op.dtype, xp))
+    with cpu_threads(op.engine, xp), advice:  # streaming: Numba owns the cores; matrix products: nyhopt's pool
         return _falkon_solve(op, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, _stacklevel)
 
 
