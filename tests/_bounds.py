@@ -52,8 +52,8 @@ def sum_error(n: int, dtype, lam: float = LAMBDA) -> float:
         return typical
 
 
-def dot_bound(A, B, n: int, dtype, *, dA=0.0, dB=0.0, extra: float = 0.0, lam: float = LAMBDA) -> float:
-    r"""Bound on :math:`\| \widehat{A^T B} - A^T B \|_F`, computed in float64.
+def dot_error(A, B, n: int, dtype, *, dA=0.0, dB=0.0, extra: float = 0.0, lam: float = LAMBDA):
+    r"""Entrywise bound (float64 array) on the error of a computed :math:`A^T B`.
 
     Parameters
     ----------
@@ -74,10 +74,11 @@ def dot_bound(A, B, n: int, dtype, *, dA=0.0, dB=0.0, extra: float = 0.0, lam: f
 
     Returns
     -------
-    float
-        :math:`\| |A|^T dB + dA^T |B| + dA^T dB + (\epsilon + e) (|A| + dA)^T (|B| + dB) \|_F`
+    array (p, q)
+        :math:`|A|^T dB + dA^T |B| + dA^T dB + (\epsilon + e) (|A| + dA)^T (|B| + dB)`
         with :math:`\epsilon` = :func:`sum_error` ``(n, dtype)`` plus the float64
-        rounding of the same sum, :math:`e` = ``extra``.
+        rounding of a sum of ``r`` terms, :math:`e` = ``extra``; enlarged by the
+        worst-case rounding of its own (nonnegative) float64 sums.
     """
     A = np.abs(np.asarray(A, dtype=np.float64))
     B = np.abs(np.asarray(B, dtype=np.float64))
@@ -85,12 +86,16 @@ def dot_bound(A, B, n: int, dtype, *, dA=0.0, dB=0.0, extra: float = 0.0, lam: f
     dB = np.broadcast_to(np.abs(np.asarray(dB, dtype=np.float64)), B.shape)
     eps = sum_error(n, dtype, lam) + sum_error(A.shape[0], np.float64, lam) + extra
     E = A.T @ dB + dA.T @ B + dA.T @ dB + eps * ((A + dA).T @ (B + dB))
-    # The bound itself is a float64 sum of nonnegative terms: its own worst case covers its rounding.
-    return float(np.linalg.norm(E)) * (1 + worst_sum_error(A.shape[0] + 8, np.float64))
+    return E * (1 + worst_sum_error(4 * A.shape[0] + 8, np.float64))
+
+
+def dot_bound(A, B, n: int, dtype, **kwargs) -> float:
+    r"""Frobenius norm of :func:`dot_error` (same arguments): a bound on :math:`\|\widehat{A^T B} - A^T B\|_F`."""
+    return float(np.linalg.norm(dot_error(A, B, n, dtype, **kwargs)))
 
 
 def rel_error(a, b) -> float:
-    """:math:`\\|a - b\\|_F / \\|b\\|_F` in float64."""
+    r""":math:`\|a - b\|_F / \|b\|_F` in float64."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
