@@ -61,6 +61,11 @@ class Params:
     centers: object
     log_amplitude: object = field(default_factory=lambda: np.zeros(()))
 
+    def __post_init__(self):
+        shape = tuple(np.shape(self.log_lengthscale))
+        if len(shape) > 1:  # a (1, 1) value would pass for one lengthscale; make_kernel refuses it too
+            raise ValueError(f"log_lengthscale must be a scalar or 1-D array (one per feature), got shape {shape}")
+
     @classmethod
     def from_natural(cls, penalty, lengthscale, centers, amplitude=1.0):
         """Build from the natural values ``penalty > 0``, ``lengthscale > 0``, centers and ``amplitude > 0``."""
