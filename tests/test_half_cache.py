@@ -169,13 +169,19 @@ def test_half_matmul_on_cupy(rng):
     B = rng.standard_normal((1001, 5)).astype(np.float16)
     got = half.half_matmul(cp.asarray(A), cp.asarray(B), cp)
     assert isinstance(got, cp.ndarray) and got.dtype == np.float32 and got.shape == (37, 5)
-    assert _relative(cp.asnumpy(got), A.astype(np.float64) @ B.astype(np.float64)) < 1e-6
+
+    def exact_within_float32_sums(got, P, Q):  # float16 products are exact in float32: only the sums round
+        want = P.astype(np.float64) @ Q.astype(np.float64)
+        bound = dot_error(P.T.astype(np.float64), Q.astype(np.float64), P.shape[1], np.float32)
+        assert np.all(np.abs(cp.asnumpy(got) - want) <= bound * (1 + 1e-12))
+
+    exact_within_float32_sums(got, A, B)
     Kt = rng.random((37, 3001)).astype(np.float16)
     C = rng.standard_normal((2000, 3)).astype(np.float16)
     got = half.half_matmul(cp.asarray(Kt)[:, 17:2017], cp.asarray(C), cp)  # rows with a stride
-    assert _relative(cp.asnumpy(got), Kt[:, 17:2017].astype(np.float64) @ C.astype(np.float64)) < 1e-6
+    exact_within_float32_sums(got, Kt[:, 17:2017], C)
     got = half.half_matmul(cp.asarray(C).T, cp.asarray(Kt).T[17:2017], cp)  # transposed views are copied
-    assert _relative(cp.asnumpy(got), C.T.astype(np.float64) @ Kt.T[17:2017].astype(np.float64)) < 1e-6
+    exact_within_float32_sums(got, C.T, Kt.T[17:2017])
     assert half.half_matmul(cp.zeros((3, 0), cp.float16), cp.zeros((0, 4), cp.float16), cp).sum() == 0
 
 
