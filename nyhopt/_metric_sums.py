@@ -156,8 +156,8 @@ def combine(kind, parts, names, size):
         ``rmse``: the root mean square error; ``rmse+mean``: it and
         :math:`|\\bar y|` as scaled parts ``(s, r, t, m)``, the error :math:`s r`
         and :math:`|\\bar y| = t m` (:math:`s, t` powers of two: a product may
-        leave float64's range where the quotient does not); ``nlpd``: the mean of the summands; ``coverage``,
-        ``argmax``: the fraction counted; ``labels``: the fraction of wrong
+        leave float64's range where the quotient does not); ``nlpd``: the
+        mean of the summands; ``coverage``, ``argmax``: the fraction counted; ``labels``: the fraction of wrong
         labels by ``c_error``'s rule.
 
     Raises

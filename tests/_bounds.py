@@ -44,7 +44,7 @@ def worst_sum_error(n: int, dtype) -> float:
 
 
 def sum_error(n: int, dtype, lam: float = LAMBDA) -> float:
-    r""":math:`\lambda \sqrt{n}\, u`, capped by the worst case: the relative error of a sum of ``n`` terms in any order."""
+    r""":math:`\lambda \sqrt{n}\, u` capped by the worst case: the relative error of a sum of ``n`` terms, any order."""
     typical = lam * math.sqrt(max(int(n), 1)) * unit_roundoff(dtype)
     try:
         return min(typical, worst_sum_error(n, dtype))

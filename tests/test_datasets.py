@@ -36,7 +36,7 @@ def _have_data():
     return all((root / name).is_dir() for name in EXPECTED)
 
 
-needs_data = pytest.mark.skipif(not _have_data(), reason="the datasets are not all in $NYHOPT_DATA (else ../shared/data)")
+needs_data = pytest.mark.skipif(not _have_data(), reason="datasets missing from $NYHOPT_DATA (else ../shared/data)")
 
 
 def test_available_datasets_lists_all():

@@ -29,7 +29,9 @@ def _operand_error(B):
 
 
 def _cache_products_within_bounds(got, K, V, U):
-    """``[kmv(V), kmtv(U), normal_matvec(V, U, kv=True)..., gram(U)...]`` of a held ``K`` (the last two optional), each against float64.
+    """``[kmv(V), kmtv(U), normal_matvec(V, U, kv=True)..., gram(U)...]`` of a held ``K``, each against float64.
+
+    ``gram(U)``'s two results are optional.
 
     The bounds (``tests/_bounds.py``, docs/dev/testing.md): float32 sums at most as long as the
     sum (``m`` for ``K V``, ``n`` for the others), operands held as :func:`_operand_error` says;

@@ -143,12 +143,12 @@ class SGPR(Objective):
         self.last_amplitude = None
 
     def _amplitude_message(self, a, constant_mean) -> str:
-        """Why the profiled amplitude :math:`a^* = \\mathrm{Tr}(Y^T S_n^{-1} Y) / (np)` is not in (0, inf)."""
+        """Why the profiled amplitude :math:`a^* = \\mathrm{Tr}(Y^T S_n^{-1} Y) / (np)` is not usable."""
+        if constant_mean and self.n == 1:
+            return ("sgpr: with one row the residual of y after the constant mean is zero whatever y is, so the "
+                    "profiled amplitude is 0 (too few rows for a constant mean and an amplitude); give more rows, "
+                    "or use mean='zero' or amplitude='learn'")
         head = f"sgpr: the profiled amplitude is {a}"
-        if a == 0.0 and constant_mean and self.n == 1:
-            return ("sgpr: the profiled amplitude is 0 in exact arithmetic: with one row the residual of y after the constant mean is zero whatever y is "
-                    "(too few rows for a constant mean and an amplitude); give more rows, or use "
-                    "mean='zero' or amplitude='learn'")
         if a == 0.0:
             what = "constant (the constant mean fits them exactly)" if constant_mean else "all zero"
             return f"{head}: the targets y are {what}; use amplitude='learn'"
@@ -169,9 +169,7 @@ class SGPR(Objective):
         profile = self.amplitude == "profile"
         if profile:
             a = float(f.fit) / (n * p * nl)  # a* = Tr(Y^T S_n^-1 Y) / (np)
-            if mf is not None and n == 1:  # the residual is zero, a is rounding noise
-                raise ValueError(self._amplitude_message(0.0, True))
-            if not 0.0 < a < math.inf:
+            if not 0.0 < a < math.inf or (mf is not None and n == 1):  # one row: a is rounding noise
                 raise ValueError(self._amplitude_message(a, mf is not None))
         self.last_amplitude = a
         terms = {
