@@ -35,6 +35,7 @@ class Params:
         :math:`\\log\\lambda`, float64.
     log_lengthscale : numpy.ndarray, shape (1,) or (d,)
         :math:`\\log\\ell`, float64; shape (1,) means one lengthscale for all features.
+        A 2-D value is refused (``ValueError``), as by the kernels.
     centers : array, shape (m, d)
         Nystrom centers :math:`Z`, float64 (NumPy or CuPy).
     log_amplitude : numpy.ndarray, shape (), default 0
