@@ -47,16 +47,6 @@ def rel(a, b):
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
-def tensor_core_error(block, fold):
-    """Relative error of one float32 sum on tensor cores, under the truncation model of :func:`tensor_core_matmul`.
-
-    Each step of 16 exact products truncates toward zero (less than one ulp,
-    :math:`2^{-23}`, of a partial sum, itself at most the sum of magnitudes);
-    each of the ``fold`` products is added by the IEEE epilogue (:math:`2^{-24}`).
-    """
-    return -(-block // 16) * 2.0**-23 + fold * 2.0**-24
-
-
 def route_errors(K, U, block, fold, eps=None):
     r"""Entrywise bounds on the errors of ``G`` and ``K^T U`` (or None) from the route, against float64.
 
@@ -70,7 +60,7 @@ def route_errors(K, U, block, fold, eps=None):
       :math:`D = 2^{-11} (1 + 2^{-11}) (|K| + 2^{-25})`;
     * the products of float16 parts are exact in float32; a float32 sum runs over
       at most ``block`` rows plus ``fold - 1`` additions of whole products
-      (:func:`_bounds.sum_error`; ``eps`` replaces it for another accumulation),
+      (:func:`_bounds.sum_error`; ``eps``, a relative error, replaces it for another accumulation),
       and the low parts add at most :math:`2^{-9}` to the magnitudes summed;
     * the float64 sums across folds: :func:`_bounds.sum_error` of ``n`` terms.
     """
