@@ -9,9 +9,12 @@ process.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ._metric_sums import block_partials, combine
+from ._validation import numbers_from_objects
 from .backend import as_native, get_namespace, is_dask_array, to_numpy
 
 __all__ = ["rmse", "nrmse", "c_error"]
@@ -48,6 +51,10 @@ def _as_real_array(a, name, on_cluster, placed):
         err = TypeError(f"{name} must be array-like of real numbers")
         err.__cause__ = exc
         _raise(err, placed)
+    try:  # Python numbers in an object array convert, as at every other entry point
+        arr = numbers_from_objects(arr, name)
+    except TypeError as exc:
+        _raise(exc, placed)
     if arr.dtype.kind not in "biuf":
         _raise(TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}"), placed)
     if arr.ndim not in (1, 2):
@@ -147,7 +154,9 @@ def nrmse(y_true, y_pred) -> float:
         If ``y_true`` or ``y_pred`` is not real (complex, strings).
     ValueError
         If either holds NaN or infinity, is not 1-D or 2-D, is empty, or the
-        shapes differ, or ``mean(y_true)`` is zero.
+        shapes differ, or ``mean(y_true)`` is zero, or the quotient exceeds
+        float64's range (a mean near zero, such as a subnormal one, beside
+        errors of order one).
 
     Examples
     --------
@@ -155,10 +164,20 @@ def nrmse(y_true, y_pred) -> float:
     >>> nrmse([2.0, 4.0], [2.0, 2.0])    # rmse sqrt(2) over mean 3
     0.4714045207910317
     """
-    err, mean = _metric("rmse+mean", y_true, y_pred)
+    s, root, t, mean = _metric("rmse+mean", y_true, y_pred)
     if mean == 0.0:
         raise ValueError("nrmse is undefined: mean(y_true) is zero")
-    return float(err / mean)
+    if root == 0.0:
+        return 0.0
+    # (s root) / (t mean) from the parts: a subnormal mean, or the products, leave float64 where the quotient need not
+    (fr, er), (fm, em), (_, es), (_, et) = map(math.frexp, (root, mean, s, t))
+    try:
+        return math.ldexp(fr / fm, er - em + es - et)
+    except OverflowError:
+        raise ValueError(
+            f"nrmse is too large for float64: the rmse ({math.ldexp(fr, er + es - 1):.3g}) is more than "
+            f"1.8e308 times |mean(y_true)| ({math.ldexp(fm, em + et - 1):.3g}); mean(y_true) is nearly zero "
+            "beside the errors") from None
 
 
 def c_error(y_true, y_pred) -> float:

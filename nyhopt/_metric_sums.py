@@ -154,8 +154,10 @@ def combine(kind, parts, names, size):
     -------
     float or tuple of float
         ``rmse``: the root mean square error; ``rmse+mean``: it and
-        :math:`|\\bar y|`; ``nlpd``: the mean of the summands; ``coverage``,
-        ``argmax``: the fraction counted; ``labels``: the fraction of wrong
+        :math:`|\\bar y|` as scaled parts ``(s, r, t, m)``, the error :math:`s r`
+        and :math:`|\\bar y| = t m` (:math:`s, t` powers of two: a product may
+        leave float64's range where the quotient does not); ``nlpd``: the
+        mean of the summands; ``coverage``, ``argmax``: the fraction counted; ``labels``: the fraction of wrong
         labels by ``c_error``'s rule.
 
     Raises
@@ -171,11 +173,11 @@ def combine(kind, parts, names, size):
     if kind.startswith("rmse"):
         s = _scale(*(v[0] for v in values), *(v[1] for v in values))
         f = [_scale(v[0], v[1]) / s for v in values]  # powers of two <= 1: exact
-        err = s * math.sqrt(math.fsum(v[2] * fb * fb for v, fb in zip(values, f)) / size)
+        root = math.sqrt(math.fsum(v[2] * fb * fb for v, fb in zip(values, f)) / size)
         if kind == "rmse":
-            return err
+            return s * root
         t = _scale(*(v[0] for v in values))
-        return err, abs(t * (math.fsum(v[3] * (_scale(v[0]) / t) for v in values) / size))
+        return s, root, t, abs(math.fsum(v[3] * (_scale(v[0]) / t) for v in values) / size)
     if kind == "labels":
         half = all(v[0] for v in values) and any(v[1] for v in values)
         return math.fsum(v[2 if half else 3] for v in values) / size

@@ -67,6 +67,22 @@ def check_finite(a, name: str, xp=np) -> None:
     raise ValueError(f"{name} contains NaN or infinity{where}")
 
 
+def numbers_from_objects(a, name: str):
+    """``a`` as float64 when it is a NumPy object array (Python numbers, a pandas object column); else ``a``.
+
+    Raises
+    ------
+    TypeError
+        An element is not a real number (``None``, text, complex; the message names ``name``).
+    """
+    if isinstance(a, np.ndarray) and a.dtype == object:
+        for v in a.flat:
+            if not isinstance(v, numbers.Real):
+                raise TypeError(f"{name} must hold real numbers, got {v!r} ({type(v).__name__}) in an object array")
+        return a.astype(np.float64)
+    return a
+
+
 def check_matrix(a, name: str, xp=np, dtype=None, n_features: int | None = None, min_rows: int = 1):
     """Return ``a`` as a 2-D floating array of ``xp`` (float32 or float64).
 

@@ -36,6 +36,7 @@ import math
 import numpy as np
 
 from ._metric_sums import block_partials, combine
+from ._validation import numbers_from_objects
 from .backend import as_native, get_namespace, is_dask_array, to_namespace
 
 __all__ = ["rmse", "nlpd", "coverage"]
@@ -59,9 +60,8 @@ def _metric(kind, y, mean, std=None, z=None):
     def placed(a, name):  # in memory, y and std follow mean across host and device
         if not is_dask_array(a):
             a = as_native(a, name)
-            if on_cluster:
-                a = a if hasattr(a, "dtype") else np.asarray(a)
-            else:
+            a = numbers_from_objects(a if hasattr(a, "dtype") else np.asarray(a), name)
+            if not on_cluster:
                 a = to_namespace(a, xp)
         if a.dtype.kind not in "biuf":
             raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")

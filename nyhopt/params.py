@@ -35,6 +35,7 @@ class Params:
         :math:`\\log\\lambda`, float64.
     log_lengthscale : numpy.ndarray, shape (1,) or (d,)
         :math:`\\log\\ell`, float64; shape (1,) means one lengthscale for all features.
+        A 2-D value is refused (``ValueError``), as by the kernels.
     centers : array, shape (m, d)
         Nystrom centers :math:`Z`, float64 (NumPy or CuPy).
     log_amplitude : numpy.ndarray, shape (), default 0
@@ -60,6 +61,11 @@ class Params:
     log_lengthscale: object
     centers: object
     log_amplitude: object = field(default_factory=lambda: np.zeros(()))
+
+    def __post_init__(self):
+        shape = tuple(np.shape(self.log_lengthscale))
+        if len(shape) > 1:  # a (1, 1) value would pass for one lengthscale; make_kernel refuses it too
+            raise ValueError(f"log_lengthscale must be a scalar or 1-D array (one per feature), got shape {shape}")
 
     @classmethod
     def from_natural(cls, penalty, lengthscale, centers, amplitude=1.0):

@@ -19,7 +19,9 @@ if HOST_CUPY:  # the GPU code paths on the host stand-in for CuPy (tests/hostcup
         del sys.modules[_name]
 
 from nyhopt.backend import gpu_available  # noqa: E402
-DATA_DIR = pathlib.Path(os.environ.get("NYHOPT_DATA", ROOT.parent / "shared" / "data"))
+#: The datasets as nyhopt.datasets finds them: $NYHOPT_DATA when set (not empty), else ../shared/data.
+DATA_DIR = (pathlib.Path(os.environ["NYHOPT_DATA"]).expanduser() if os.environ.get("NYHOPT_DATA")
+            else ROOT.parent / "shared" / "data")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -37,7 +39,7 @@ def rng():
 
 
 def require_data(name: str) -> pathlib.Path:
-    """Path of a dataset folder of ../shared/data, or skip the test."""
+    """Path of a dataset folder of :data:`DATA_DIR` ($NYHOPT_DATA, else ../shared/data), or skip the test."""
     path = DATA_DIR / name
     if not path.exists():
         pytest.skip(f"dataset folder {path} not found (set NYHOPT_DATA)")

@@ -28,14 +28,15 @@ EXPECTED = {
 
 
 def _have_data():
+    """Every dataset of :data:`EXPECTED` in the folder nyhopt finds ($NYHOPT_DATA, else ../shared/data)."""
     try:
-        find_data_dir()
+        root = find_data_dir()
     except FileNotFoundError:
         return False
-    return True
+    return all((root / name).is_dir() for name in EXPECTED)
 
 
-needs_data = pytest.mark.skipif(not _have_data(), reason="../shared/data not found")
+needs_data = pytest.mark.skipif(not _have_data(), reason="datasets missing from $NYHOPT_DATA (else ../shared/data)")
 
 
 def test_available_datasets_lists_all():

@@ -9,10 +9,47 @@ from nyhopt.ops.cached import CachedKernel, cache_storage
 from nyhopt.ops.operator import KernelOperator
 from nyhopt.solvers import falkon_solve
 
+from _bounds import dot_error
+
 
 def _relative(got, want):
     got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
     return np.linalg.norm(got - want) / np.linalg.norm(want)
+
+
+def _operand_error(B):
+    """Entrywise bound on how a product's float32 or split-float16 form holds the operand ``B``.
+
+    float32: :math:`2^{-24} |b|`; two float16 parts and a power-of-two scale per column
+    (:func:`nyhopt.ops.half.split_half`): :math:`2^{-22} |b|` plus :math:`2^{-25}` of the scale, at
+    most twice the column's largest entry.  The sum covers either form.
+    """
+    B = np.abs(np.asarray(B, dtype=np.float64))
+    return (2.0**-22 + 2.0**-24) * B + 2.0**-24 * B.max(axis=0)
+
+
+def _cache_products_within_bounds(got, K, V, U):
+    """``[kmv(V), kmtv(U), normal_matvec(V, U, kv=True)..., gram(U)...]`` of a held ``K``, each against float64.
+
+    ``gram(U)``'s two results are optional.
+
+    The bounds (``tests/_bounds.py``, docs/dev/testing.md): float32 sums at most as long as the
+    sum (``m`` for ``K V``, ``n`` for the others), operands held as :func:`_operand_error` says;
+    ``K^T (K V)`` adds ``|K|^T`` times the error of the intermediate ``K V``, itself held in float32.
+    """
+    n, m = K.shape
+    V, U = np.asarray(V, dtype=np.float64), np.asarray(U, dtype=np.float64)
+    KV = K @ V
+    e_kv = dot_error(K.T, V, m, np.float32, dB=_operand_error(V))
+    e_ktu = dot_error(K, U, n, np.float32, dB=_operand_error(U))
+    w = np.abs(KV) + e_kv
+    e_ktkv = np.abs(K).T @ e_kv + dot_error(K, w, n, np.float32, dB=_operand_error(w))
+    wants = [(KV, e_kv), (K.T @ U, e_ktu), (K.T @ KV, e_ktkv), (K.T @ U, e_ktu), (KV, e_kv),
+             (K.T @ K, dot_error(K, K, n, np.float32)), (K.T @ U, e_ktu)]
+    assert len(got) in (5, len(wants))  # without gram(U) or with it
+    for g, (want, bound) in zip(got, wants):
+        err = np.abs(np.asarray(g, dtype=np.float64) - want)
+        assert g.shape == want.shape and np.all(err <= bound * (1 + 1e-12)), float(np.max(err / bound))
 
 
 def test_split_half_represents_columns_to_float32_accuracy(rng):
@@ -50,10 +87,11 @@ def test_products_of_the_rounded_matrix(rng, kind, monkeypatch):
     KtKV, KtU2, KV2 = ck.normal_matvec(V, U, kv=True)
     G, KtU3 = ck.gram(U)
     assert KV.dtype == np.float32 and KtU.dtype == np.float64 and KtKV.dtype == np.float64
-    for got, rounded, exact in [(KV, Kh @ V, K @ V), (KtU, Kh.T @ U, K.T @ U), (KtKV, Kh.T @ (Kh @ V), K.T @ (K @ V)),
-                                (KtU2, Kh.T @ U, K.T @ U), (KV2, Kh @ V, K @ V), (KtU3, Kh.T @ U, K.T @ U)]:
-        assert _relative(got, rounded) < 2e-6
-        assert _relative(got, exact) < 1e-3
+    # the float32 products of the float16 matrix, each against float64 under its bound
+    _cache_products_within_bounds([KV, KtU, KtKV, KtU2, KV2, G, KtU3], Kh, V, U)
+    for got, exact in [(KV, K @ V), (KtU, K.T @ U), (KtKV, K.T @ (K @ V)), (KtU2, K.T @ U), (KV2, K @ V),
+                       (KtU3, K.T @ U)]:
+        assert _relative(got, exact) < 1e-3  # the rounding of K to 16 bits: 2^-11 a value, averaging out
     np.testing.assert_allclose(G, Kh.T @ Kh, rtol=1e-12)
     assert ck.normal_matvec(V)[1] is None and ck.gram()[1] is None
 
@@ -133,13 +171,19 @@ def test_half_matmul_on_cupy(rng):
     B = rng.standard_normal((1001, 5)).astype(np.float16)
     got = half.half_matmul(cp.asarray(A), cp.asarray(B), cp)
     assert isinstance(got, cp.ndarray) and got.dtype == np.float32 and got.shape == (37, 5)
-    assert _relative(cp.asnumpy(got), A.astype(np.float64) @ B.astype(np.float64)) < 1e-6
+
+    def exact_within_float32_sums(got, P, Q):  # float16 products are exact in float32: only the sums round
+        want = P.astype(np.float64) @ Q.astype(np.float64)
+        bound = dot_error(P.T.astype(np.float64), Q.astype(np.float64), P.shape[1], np.float32)
+        assert np.all(np.abs(cp.asnumpy(got) - want) <= bound * (1 + 1e-12))
+
+    exact_within_float32_sums(got, A, B)
     Kt = rng.random((37, 3001)).astype(np.float16)
     C = rng.standard_normal((2000, 3)).astype(np.float16)
     got = half.half_matmul(cp.asarray(Kt)[:, 17:2017], cp.asarray(C), cp)  # rows with a stride
-    assert _relative(cp.asnumpy(got), Kt[:, 17:2017].astype(np.float64) @ C.astype(np.float64)) < 1e-6
+    exact_within_float32_sums(got, Kt[:, 17:2017], C)
     got = half.half_matmul(cp.asarray(C).T, cp.asarray(Kt).T[17:2017], cp)  # transposed views are copied
-    assert _relative(cp.asnumpy(got), C.T.astype(np.float64) @ Kt.T[17:2017].astype(np.float64)) < 1e-6
+    exact_within_float32_sums(got, C.T, Kt.T[17:2017])
     assert half.half_matmul(cp.zeros((3, 0), cp.float16), cp.zeros((0, 4), cp.float16), cp).sum() == 0
 
 
@@ -248,13 +292,14 @@ def test_the_gpu_control_flow_of_the_cache_on_the_host(rng, monkeypatch):
     X = rng.uniform(-1, 1, (5003, 3)).astype(np.float32)
     Z, V, U = X[:29].copy(), rng.standard_normal((29, 3)).astype(np.float32), rng.standard_normal((5003, 2))
     kernel = nh.GaussianKernel(0.9)
-    want = {s: CachedKernel(kernel, X, Z, storage=s) for s in (None, "float16")}
-    want = {s: [c.kmv(V), c.kmtv(U), *c.normal_matvec(V, U, kv=True), *c.gram(U)] for s, c in want.items()}
+    K32 = ops.kernel_matrix(kernel, X, Z).astype(np.float64)
+    held = {None: K32, "float16": K32.astype(np.float16).astype(np.float64)}
+    for storage, K in held.items():  # the host route, each against float64
+        c = CachedKernel(kernel, X, Z, storage=storage)
+        _cache_products_within_bounds([c.kmv(V), c.kmtv(U), *c.normal_matvec(V, U, kv=True), *c.gram(U)], K, V, U)
     monkeypatch.setattr(cached, "is_cupy_namespace", lambda xp: True)
-    with nh.memory_budget(29 * 8 * 700):  # Gram chunks of 700 rows
-        for storage, ref in want.items():
+    with nh.memory_budget(29 * 8 * 700):  # Gram chunks of 700 rows: another grouping of the float32 sums
+        for storage, K in held.items():
             ck = CachedKernel(kernel, X, Z, storage=storage)
             got = [ck.kmv(V), ck.kmtv(U), *ck.normal_matvec(V, U, kv=True), *ck.gram(U)]
-            for g, w in zip(got, ref):
-                assert g.shape == w.shape
-                np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5 * np.abs(w).max())
+            _cache_products_within_bounds(got, K, V, U)

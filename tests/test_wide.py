@@ -7,6 +7,8 @@ from nyhopt._parallel import pool_phase
 from nyhopt.objectives import _exact
 from nyhopt.objectives._wide import wide_t_times_thin, wide_times_thin
 
+from _bounds import dot_error, sum_error
+
 
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("r", [1, 2, 5])
@@ -27,12 +29,21 @@ def test_thin_products_match_dense_products(rng, workers, r, dtype, fortran):
         P2 = wide_t_times_thin(A, B, np, sign=2.0)
     want = A.astype(np.float64) @ Y.astype(np.float64)
     assert AY.dtype == np.float64 and AY.shape == (40, r)
-    np.testing.assert_allclose(AY, want, rtol=tol, atol=tol * np.abs(want).max())
+    if dtype == np.float64:
+        np.testing.assert_allclose(AY, want, rtol=tol, atol=tol * np.abs(want).max())
+    else:  # sums of 9000 float32 products (at most): tests/_bounds.py
+        assert np.all(np.abs(AY - want) <= dot_error(A.T, Y, 9000, dtype))
     Bd = B.astype(dtype).astype(np.float64)
     want = Y.astype(np.float64) - A.T.astype(np.float64) @ Bd
     assert R.dtype == dtype and R.shape == (9000, r) and R.flags.c_contiguous
-    np.testing.assert_allclose(R, want, rtol=tol, atol=tol * np.abs(want).max())
-    np.testing.assert_allclose(P, A.T.astype(np.float64) @ Bd, rtol=tol, atol=tol * np.abs(want).max())
+    if dtype == np.float64:
+        np.testing.assert_allclose(R, want, rtol=tol, atol=tol * np.abs(want).max())
+        np.testing.assert_allclose(P, A.T.astype(np.float64) @ Bd, rtol=tol, atol=tol * np.abs(want).max())
+    else:  # 40 products and Y in float32, rounded once more to the float32 result
+        mags = np.abs(A.T.astype(np.float64)) @ np.abs(Bd)
+        eps = sum_error(41, dtype) + 2.0**-24
+        assert np.all(np.abs(R - want) <= eps * (mags + np.abs(Y)))
+        assert np.all(np.abs(P - A.T.astype(np.float64) @ Bd) <= eps * mags)
     np.testing.assert_allclose(P2, 2.0 * P, rtol=tol, atol=tol * np.abs(want).max())
     for a, a0 in ((A, A0), (Y, Y0), (B, B0)):
         np.testing.assert_array_equal(a, a0)

@@ -464,6 +464,7 @@ class Objective:
         wrt = _check_wrt(wrt)
         with cpu_threads(self._cpu_engine(params), self.xp), self._memory_advice(params):
             ctx, ev = self._run(params, wrt, need_grad=True, return_ctx=True)
+            self._check_target_scale(ev.terms)
             grad = params_gradient(ctx.kernel, ctx.Z, ev.cotangents, ctx.params, wrt, self.xp)
         return _total(ev.terms), grad
 
@@ -489,6 +490,27 @@ class Objective:
             tips.append("float32 data (tune's dtype='float32') halve them")
         tips.append("the scalable objective 'stoch-prop' streams row blocks instead")
         return tips
+
+    def _largest_target(self) -> float:
+        """:math:`\\max |y|` (a host float)."""
+        return float(to_numpy(self.xp.max(self.xp.abs(self.Y)), dtype=np.float64))
+
+    def _check_target_scale(self, terms) -> None:
+        """Raise when terms are not finite because the squares of the targets overflow float64.
+
+        Their gradient is then not finite either, and the kernel's check would
+        blame the lengthscale (:func:`nyhopt.kernels._base.check_finite_grad`).
+        """
+        bad = [name for name, v in terms.items() if not math.isfinite(float(v))]
+        if not bad:
+            return
+        top = self._largest_target()
+        if top * math.sqrt(self.Y.size) < math.sqrt(np.finfo(np.float64).max):
+            return  # the squares of y sum to a finite number: not the cause
+        raise ValueError(
+            f"{self.name}: the objective is not finite ({', '.join(f'{k} = {float(terms[k])}' for k in bad)}): "
+            f"the targets y reach |y| = {top:.3g}, and sums of their squares overflow float64; scale y "
+            "(for example standardize it)")
 
     # -- hooks ----------------------------------------------------------------------
     def _evaluate(self, ctx: EvalContext) -> Evaluation:  # pragma: no cover - abstract

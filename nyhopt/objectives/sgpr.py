@@ -142,6 +142,20 @@ class SGPR(Objective):
         self.amplitude = amplitude
         self.last_amplitude = None
 
+    def _amplitude_message(self, a, constant_mean) -> str:
+        """Why the profiled amplitude :math:`a^* = \\mathrm{Tr}(Y^T S_n^{-1} Y) / (np)` is not usable."""
+        if constant_mean and self.n == 1:
+            return ("sgpr: with one row the residual of y after the constant mean is zero whatever y is, so the "
+                    "profiled amplitude is 0 (too few rows for a constant mean and an amplitude); give more rows, "
+                    "or use mean='zero' or amplitude='learn'")
+        head = f"sgpr: the profiled amplitude is {a}"
+        if a == 0.0:
+            what = "constant (the constant mean fits them exactly)" if constant_mean else "all zero"
+            return f"{head}: the targets y are {what}; use amplitude='learn'"
+        top = self._largest_target()
+        return (f"{head}: the targets y reach |y| = {top:.3g} and sums of their squares overflow float64; "
+                "scale y (for example standardize it)")
+
     def _evaluate(self, ctx):
         xp, n, p, a = self.xp, self.n, self.p, ctx.amplitude
         # the fit beside the m x m matrices of the gradient, on the two workers
@@ -155,9 +169,8 @@ class SGPR(Objective):
         profile = self.amplitude == "profile"
         if profile:
             a = float(f.fit) / (n * p * nl)  # a* = Tr(Y^T S_n^-1 Y) / (np)
-            if not 0.0 < a < math.inf:
-                raise ValueError(f"sgpr: the profiled amplitude is {a} (targets y all zero?); "
-                                 "use amplitude='learn'")
+            if not 0.0 < a < math.inf or (mf is not None and n == 1):  # one row: a is rounding noise
+                raise ValueError(self._amplitude_message(a, mf is not None))
         self.last_amplitude = a
         terms = {
             "log_det": (logdet_M(fac, xp) + (n - m) * math.log(nl)) / n + math.log(a),
