@@ -479,8 +479,8 @@ class Objective:
     def _memory_advice(self, params):
         """Out of GPU memory in an evaluation: a :class:`MemoryError` that names what to change (CuPy only)."""
         n, m = self.n, int(params.centers.shape[0])
-        return device_memory_advice(self.xp, f"evaluating the objective {self.name!r} (n = {n}, m = {m}, {self.X.dtype})",
-                                    lambda: self._memory_tips(n, m))
+        what = f"evaluating the objective {self.name!r} (n = {n}, m = {m}, {self.X.dtype})"
+        return device_memory_advice(self.xp, what, lambda: self._memory_tips(n, m))
 
     def _memory_tips(self, n, m) -> list:
         """What makes an evaluation fit: the exact objectives hold whole ``n x m`` matrices."""
