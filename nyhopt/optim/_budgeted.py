@@ -12,8 +12,10 @@ the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
 3. **Grow** (:mod:`nyhopt.optim._grow`): double :math:`m` (new centers by
    k-means++ seeding in the tuned metric), keep the tuned
    :math:`\lambda, \ell`, amplitude and centers and Adam's state, and run the
-   next stage.  Growing stops when a stage's held-out error is not below the
-   best so far (more centers are not always better), when the next stage's
+   next stage.  Growing stops when :data:`GROW_PATIENCE` grown stages in a
+   row did not lower the best held-out error by :data:`MIN_GAIN` (more
+   centers are not always better, and a held-out error of a few hundred
+   rows is noisy), when the next stage's
    projected cost (:class:`~nyhopt.optim._budget.SizeCost`: at least
    :data:`MIN_EPOCHS` epochs, its validation fit and the final fit) does not
    fit in the time left, or at the largest size (all rows; for the exact
@@ -68,6 +70,8 @@ SHARE = 0.5
 HOLDOUT_FRACTION, HOLDOUT_MAX, HOLDOUT_MIN_N = 0.1, 5000, 200
 #: A grown stage must lower the best held-out error by this fraction for growing to go on.
 MIN_GAIN = 0.002
+#: Growing stops after this many grown stages in a row without that gain.
+GROW_PATIENCE = 2
 #: The options of ``prop`` that ``stoch-prop`` takes too (others keep ``prop``).
 _SHARED_OPTIONS = {"mean", "noise_variance", "normalization", "random_state"}
 
@@ -186,7 +190,7 @@ class _Run:
             self.t_offset += loop.history[-1].time
         best = loop.history[loop.best_epoch].objective if len(loop.history) else math.nan
         self.stages.append(Stage(m, name, offset, max(len(loop.history) - 1, 0), b.now() - t0, best, err, reason))
-        self.results.append((loop, obj, model, offset))
+        self.results.append((loop, obj, model, offset, (wrt, mask, profile)))
         return loop, reason, err
 
     def fit(self, obj, params, X, y):
@@ -283,15 +287,14 @@ def tune_budgeted(a, parts):
             current = (name, obj, wrt, mask, profile, loop, reason)
     name, obj, wrt, mask, profile, loop, reason = current
     run.max_size = run.max_size_for(name)
-    step = 1
+    step, fails = 1, 0
     while True:
         m = int(loop.best_params.n_centers)
         if sizes is not None:
             m_next = sizes[step] if step < len(sizes) else m
         else:
             m_next = next_size(m, run.n_tr, max_size=run.max_size)
-        gained = step == 1 or math.isnan(run.stages[-1].validation_error) or \
-            run.stages[-1].validation_error < prev_best * (1.0 - MIN_GAIN)
+        gained = fails < GROW_PATIENCE
         need = run.epoch_cost.predict(m_next, default=0.0) * MIN_EPOCHS + run.reserve(m_next)
         if m_next > m and gained and not reason.startswith("failed") and reason != "callback" \
                 and run.usable() >= need:
@@ -310,11 +313,16 @@ def tune_budgeted(a, parts):
             loop, reason, err = run.stage(name, obj, wrt, mask, profile, params, state,
                                           run.allot(m_next, can_grow))
             step += 1
+            if not math.isnan(err):
+                fails = 0 if err < prev_best * (1.0 - MIN_GAIN) else fails + 1
             if not math.isnan(err) and err < best_err:
                 best_i, best_err = len(run.stages) - 1, err
             continue
+        k = best_i if best_i is not None and not math.isnan(best_err) else len(run.stages) - 1
+        loop, obj, _, _, (wrt, mask, profile) = run.results[k]
+        name, reason, m = run.stages[k].objective, run.stages[k].stop_reason, run.stages[k].centers
         est = run.epoch_cost.predict(m, default=0.0)
-        if reason == "time" and run.usable() - run.reserve(m) >= 3.0 * est:  # go on at this size
+        if reason == "time" and run.usable() - run.reserve(m) >= 3.0 * est:  # go on with the best stage
             loop, reason, err = run.stage(name, obj, wrt, mask, profile, loop.last_params, loop.state,
                                           run.usable() - run.reserve(m))
             if not math.isnan(err) and err < best_err:
@@ -326,7 +334,7 @@ def tune_budgeted(a, parts):
     if best_i is None or math.isnan(best_err):
         best_i = max((i for i, s in enumerate(run.stages) if not s.stop_reason.startswith("failed")),
                      default=len(run.stages) - 1)
-    loop, obj, model, offset = run.results[best_i]
+    loop, obj, model, offset, _ = run.results[best_i]
     params = loop.best_params
     scores = None
     if internal:
