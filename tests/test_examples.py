@@ -266,3 +266,13 @@ def test_uncertainty_page_quotes_the_figure_script(tmp_path):
     cover = _load("uncertainty_1d").main(["--out", str(tmp_path)])
     page = (ROOT / "docs" / "uncertainty.md").read_text()
     assert f"On 5000 fresh samples {100 * cover:.1f}% fall inside" in " ".join(page.split())
+
+
+def test_accuracy_at_scale_quick(tmp_path):
+    mod = _load("accuracy_at_scale")
+    rows = mod.main(["--quick", "--quiet", "--out", str(tmp_path), "--budgets", "3"])
+    _check_outputs(tmp_path, "accuracy_at_scale")
+    assert [r["method"] for r in rows] == ["default", "budget-3"]
+    budget = rows[1]
+    assert budget["sizes"].startswith("100") and 0 < budget["rmse"] < 1 and 0 <= budget["coverage"] <= 1
+    assert budget["wall_s"] < 3 * 1.1 + 5  # loose: the machine may be loaded

@@ -96,7 +96,11 @@ def test_grow_state_keeps_moments_and_fills_new_rows():
     s = adam.init(p)
     g = Params(np.asarray(0.5), np.array([1.0, -1.0]), np.arange(6.0).reshape(3, 2), np.asarray(0.0))
     p1, s1 = adam.update(g, s, p)
-    s2 = grow_state(s1, 5)
+    s0 = grow_state(s1, 5)  # the default: new rows start with zero moments
+    np.testing.assert_array_equal(s0.v.centers[:3], s1.v.centers)
+    np.testing.assert_array_equal(s0.m.centers[3:], 0.0)
+    np.testing.assert_array_equal(s0.v.centers[3:], 0.0)
+    s2 = grow_state(s1, 5, fill="mean")
     assert s2.step == s1.step
     np.testing.assert_array_equal(s2.m.centers[:3], s1.m.centers)
     np.testing.assert_array_equal(s2.v.centers[:3], s1.v.centers)
@@ -123,12 +127,30 @@ def test_simulated_budget_holds_and_stages_are_reported(tick_clock):
     assert sum(s.epochs + 1 for s in stages) == len(res.history)
     assert [s.first_epoch for s in stages] == list(np.cumsum([0] + [s.epochs + 1 for s in stages[:-1]]))
     assert [r.epoch for r in res.history] == list(range(len(res.history)))
-    assert all(np.isfinite(s.validation_error) for s in stages)  # 60 rows held out (10%)
-    best = min(range(len(stages)), key=lambda i: stages[i].validation_error)
-    assert res.params.n_centers == stages[best].centers
-    assert res.model.centers_.shape[0] == stages[best].centers
-    assert stages[best].first_epoch <= res.best_epoch <= stages[best].first_epoch + stages[best].epochs
+    grown = [s for s in stages if np.isfinite(s.validation_error)]  # 60 rows held out (10%)
+    assert len(grown) >= len(stages) - 1
+    best = min(grown, key=lambda s: s.validation_error)
+    assert best.centers == res.params.n_centers == res.model.centers_.shape[0]
+    chosen = stages[-1] if math.isnan(stages[-1].validation_error) else best
+    assert chosen.first_epoch <= res.best_epoch <= chosen.first_epoch + chosen.epochs
     assert res.validation_scores is None  # the final model saw the held-out rows
+
+
+def test_last_stage_tunes_the_best_on_all_rows(tick_clock):
+    X, y = _problem(600)
+    res = nh.tune(X, y, time_budget=4.0, epochs=30, progress=False)  # stages end by epochs: time is left
+    *grown, last = res.stages
+    assert len(grown) >= 2 and all(np.isfinite(s.validation_error) for s in grown)
+    assert math.isnan(last.validation_error)  # tuned on all the rows, held-out ones included
+    best = min(grown, key=lambda s: s.validation_error)
+    assert last.centers == best.centers == res.params.n_centers == res.model.centers_.shape[0]
+    assert last.objective == best.objective
+    assert last.first_epoch <= res.best_epoch <= last.first_epoch + last.epochs
+    # it starts at the best stage's best point
+    recs = [res.history[i] for i in range(best.first_epoch, best.first_epoch + best.epochs + 1)]
+    start = res.history[last.first_epoch]
+    assert start.penalty == min(recs, key=lambda r: r.objective).penalty
+    assert res.elapsed <= 1.1 * 4.0
 
 
 def test_growth_is_warm_started(tick_clock):
@@ -151,7 +173,8 @@ def test_fixed_schedule_and_user_validation(tick_clock):
     assert set(s.centers for s in res.stages) <= {50, 150}
     assert res.validation_scores is not None and res.validation_scores["rmse"] > 0
     assert res.model.centers_.shape[0] == res.params.n_centers
-    # the error on the given rows chose the stage
+    # the error on the given rows chose the stage; no stage on all the rows (they are the user's)
+    assert all(np.isfinite(s.validation_error) for s in res.stages)
     best = min(res.stages, key=lambda s: s.validation_error)
     assert res.params.n_centers == best.centers
 
@@ -164,6 +187,7 @@ def test_list_objective_is_chosen_at_the_first_stage(tick_clock):
     first = res.stages[:2]
     chosen = min(first, key=lambda s: s.validation_error).objective
     assert all(s.objective == chosen for s in res.stages[2:])
+    assert res.objective.name == chosen
 
 
 def test_switch_to_stoch_prop_keeps_what_was_tuned(tick_clock, monkeypatch):

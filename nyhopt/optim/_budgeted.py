@@ -19,8 +19,7 @@ the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
    projected cost (:class:`~nyhopt.optim._budget.SizeCost`: at least
    :data:`MIN_EPOCHS` epochs, its validation fit and the final fit) does not
    fit in the time left, or at the largest size (all rows; for the exact
-   objectives :math:`nm \le` :data:`MAX_NM`).  When it stops while the last
-   stage was cut short by time, the run goes on at that size.
+   objectives :math:`nm \le` :data:`MAX_NM`).
 4. **Switch the objective** from ``prop`` to ``stoch-prop`` when growing to a
    size where one epoch of ``prop`` is projected to take over
    :data:`SWITCH_SECONDS`: two steps of ``stoch-prop`` are timed at the grown
@@ -28,7 +27,12 @@ the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
    hyperparameters and Adam's state carry over (both minimize the same
    :math:`\mathcal L_{Prop}`).
 5. **Finish**: the stage with the lowest held-out error (without held-out
-   rows, the last stage) gives the model, fitted within the budget: every
+   rows, the last stage) gives the model.  With rows held out by the run
+   itself, a last stage (:func:`_polish`) tunes that stage's objective on
+   all the rows from its best point, for the time left (at least
+   :data:`POLISH_EPOCHS` epochs, else it is skipped); its held-out error is
+   NaN.  Otherwise, a best stage that time cut short goes on.  All within
+   the budget: every
    epoch is started only when its measured cost, the validation fit and
    the final fit (projected) still fit in the time left, less a margin of
    3% of the budget.
@@ -42,7 +46,7 @@ import statistics
 import numpy as np
 
 from .._estimator_params import check_feature_names_arg
-from ..backend import to_numpy
+from ..backend import get_namespace, to_numpy
 from ..placement import on_cluster
 from ._budget import Budget, SizeCost, Stage, check_time_budget
 from ._grow import add_centers, grow_state, next_size
@@ -50,6 +54,7 @@ from ._history import History
 from ._init import as_generator
 from ._setup import build_objective
 from ._tracking import choose_solver, predictive_scores
+from ._targets import encode_targets
 from ._tune_args import check_arguments, check_switches
 
 __all__ = ["tune_budgeted", "MIN_EPOCHS", "MAX_NM", "SWITCH_SECONDS"]
@@ -70,6 +75,11 @@ SHARE = 0.5
 HOLDOUT_FRACTION, HOLDOUT_MAX, HOLDOUT_MIN_N = 0.1, 5000, 200
 #: A grown stage must lower the best held-out error by this fraction for growing to go on.
 MIN_GAIN = 0.002
+#: Where new centers come from (:func:`nyhopt.optim._grow.add_centers`) and how Adam's state carries
+#: over ("mean", "zero": :func:`nyhopt.optim._grow.grow_state`; "reset": a new state).
+GROW_FROM, ADAM_CARRY = "kmeans++", "zero"
+#: Epochs the last stage on all the rows must be able to run for it to be started.
+POLISH_EPOCHS = 5
 #: Growing stops after this many grown stages in a row without that gain.
 GROW_PATIENCE = 2
 #: The options of ``prop`` that ``stoch-prop`` takes too (others keep ``prop``).
@@ -114,8 +124,6 @@ def _holdout_error(model, task, X_val, y_val):
 def _concat(a, b):
     """The rows of ``a`` then those of ``b`` (NumPy, or CuPy for device arrays)."""
     if hasattr(a, "get"):  # a CuPy array
-        from ..backend import get_namespace
-
         return get_namespace(a).concatenate([a, b])
     return np.concatenate([np.asarray(a), np.asarray(b)])
 
@@ -134,9 +142,11 @@ class _Run:
     def fit_seconds(self, m):
         return self.fit_cost.predict(m, default=self.epoch_cost.predict(m, default=0.0))
 
-    def reserve(self, m):
+    def reserve(self, m, polish=False):
         """Seconds to keep for the work after a stage at ``m`` centers: its validation fit and the final fit."""
         f = self.fit_seconds(m)
+        if polish:
+            return 1.25 * f * self.n_all / self.n_tr
         if self.internal:
             return 1.25 * f * (1.0 + self.n_all / self.n_tr)
         return 1.25 * f
@@ -145,8 +155,11 @@ class _Run:
         return self.budget.left() - self.margin
 
     # -- one stage ----------------------------------------------------------------------------
-    def stage(self, name, obj, wrt, mask, profile, params, state, allot):
-        """Run the loop at ``params``' centers for at most ``allot`` seconds; evaluate and record it."""
+    def stage(self, name, obj, wrt, mask, profile, params, state, allot, polish=False):
+        """Run the loop at ``params``' centers for at most ``allot`` seconds; evaluate and record it.
+
+        ``polish``: the last stage, on all the rows (no tracker, no validation fit).
+        """
         a, b = self.a, self.budget
         m = int(params.n_centers)
         t0 = b.now()
@@ -162,7 +175,7 @@ class _Run:
             if user is not None and user(offset + epoch, record._replace(epoch=offset + epoch)):
                 return True
             est = max(times[-3:]) if times else self.epoch_cost.predict(m, default=0.0)
-            if now + est + self.reserve(m) > b.seconds - self.margin or now - t0 + est > allot:
+            if now + est + self.reserve(m, polish) > b.seconds - self.margin or now - t0 + est > allot:
                 why[0] = "time"
                 return True
             return False
@@ -171,7 +184,8 @@ class _Run:
             return f"m {m}  {max(b.left(), 0.0):.0f}s left"
 
         loop = self.parts.loop(
-            obj, params, wrt, mask, profile, self.start.tracker, self.start.X_val is not None,
+            obj, params, wrt, mask, profile, None if polish else self.start.tracker,
+            self.start.X_val is not None and not polish,
             epochs=a["epochs"], lr=a["lr"], b1=a["b1"], b2=a["b2"], eps=a["eps"], patience=a["patience"],
             min_delta=a["min_delta"], rel_delta=a["rel_delta"], callback=guard, record_terms=a["record_terms"],
             progress=a["progress"], checkpoint=None, signature=None, state=state, status=status)
@@ -179,7 +193,7 @@ class _Run:
             self.epoch_cost.add(m, statistics.median(times))
         reason = "time" if (loop.stop_reason == "callback" and why[0] == "time") else loop.stop_reason
         model, err = None, math.nan
-        if self.start.X_val is not None:
+        if self.start.X_val is not None and not polish:
             t_fit = b.now()
             model = self.fit(obj, loop.best_params, self.start.X, self.start.y)
             self.fit_cost.add(m, b.now() - t_fit)
@@ -231,6 +245,31 @@ class _Run:
         if b.now() - t0 < SWITCH_FACTOR * projected:
             return cand
         return None
+
+
+def _polish(run, k, X_all, y_all, freeze):
+    """Stage ``k`` (the best) tuned on on all the rows for the time left: ``(loop, objective, offset)`` or None.
+
+    The held-out rows have chosen the size and the objective; the last stage
+    gives them to the objective too, warm-started from stage ``k``'s best
+    point (its record 0 is that point, so its best is no worse on all rows).
+    """
+    loop, obj, _, _, _ = run.results[k]
+    m, name = run.stages[k].centers, run.stages[k].objective
+    scale = run.n_all / run.n_tr
+    est = run.epoch_cost.predict(m, default=0.0) * scale
+    room = run.usable() - run.reserve(m, polish=True)
+    if room < POLISH_EPOCHS * est or room <= 0:
+        return None
+    s = run.start
+    xp = get_namespace(X_all)
+    enc = encode_targets(y_all, s.task, X_all.shape[0], xp, s.dtype)
+    obj_all = build_objective(name, X_all, enc, s.template, run.seed, run.a["objective_options"])
+    obj_all, wrt, mask, profile = run.parts.objective_stage(obj_all, freeze, None)
+    offset = len(run.records)
+    polished, _, _ = run.stage(name, obj_all, wrt, mask, profile, loop.best_params, None, room,
+                               polish=True)
+    return polished, obj_all, offset
 
 
 def tune_budgeted(a, parts):
@@ -298,9 +337,10 @@ def tune_budgeted(a, parts):
         need = run.epoch_cost.predict(m_next, default=0.0) * MIN_EPOCHS + run.reserve(m_next)
         if m_next > m and gained and not reason.startswith("failed") and reason != "callback" \
                 and run.usable() >= need:
-            Z = add_centers(start.X, loop.best_params.centers, loop.best_params.lengthscale, m_next - m, rng)
+            Z = add_centers(start.X, loop.best_params.centers, loop.best_params.lengthscale, m_next - m, rng,
+                            how=GROW_FROM)
             params = loop.best_params.replace(centers=Z)
-            state = grow_state(loop.state, m_next)
+            state = None if ADAM_CARRY == "reset" else grow_state(loop.state, m_next, fill=ADAM_CARRY)
             if hasattr(obj, "reset"):  # a warm start of the old size (stoch-prop's CG variable)
                 obj.reset()
             switched = run.maybe_switch(name, obj, params, wrt)
@@ -322,7 +362,7 @@ def tune_budgeted(a, parts):
         loop, obj, _, _, (wrt, mask, profile) = run.results[k]
         name, reason, m = run.stages[k].objective, run.stages[k].stop_reason, run.stages[k].centers
         est = run.epoch_cost.predict(m, default=0.0)
-        if reason == "time" and run.usable() - run.reserve(m) >= 3.0 * est:  # go on with the best stage
+        if reason == "time" and not internal and run.usable() - run.reserve(m) >= 3.0 * est:  # go on with it
             loop, reason, err = run.stage(name, obj, wrt, mask, profile, loop.last_params, loop.state,
                                           run.usable() - run.reserve(m))
             if not math.isnan(err) and err < best_err:
@@ -335,10 +375,15 @@ def tune_budgeted(a, parts):
         best_i = max((i for i, s in enumerate(run.stages) if not s.stop_reason.startswith("failed")),
                      default=len(run.stages) - 1)
     loop, obj, model, offset, _ = run.results[best_i]
+    if internal:
+        X_all, y_all = _concat(start.X, start.X_val), _concat(start.y, start.y_val)
+        polished = _polish(run, best_i, X_all, y_all, freeze)
+        if polished is not None:
+            loop, obj, offset = polished
     params = loop.best_params
     scores = None
     if internal:
-        model = run.fit(obj, params, _concat(start.X, start.X_val), _concat(start.y, start.y_val))
+        model = run.fit(obj, params, X_all, y_all)
     elif model is None:
         model = run.fit(obj, params, start.X, start.y)
     elif start.task == "regression" and start.y_val is not None:
