@@ -7,8 +7,10 @@ the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
    rows (at least 200 rows in all), unless ``validation`` is given; the final
    model is fitted on all the rows.
 2. **Stage 0** at the starting centers (100 by default: today's default
-   run), for each candidate of a list ``objective`` in turn; the candidate
-   with the lowest held-out error goes on.
+   run, which may use the whole budget: a budget that buys the default run
+   gets at least its result), for each candidate of a list ``objective``
+   in turn (sharing the budget); the candidate with the lowest held-out
+   error goes on.
 3. **Grow** (:mod:`nyhopt.optim._grow`): double :math:`m` (new centers by
    k-means++ seeding in the tuned metric), keep the tuned
    :math:`\lambda, \ell`, amplitude and centers and Adam's state, and run the
@@ -319,7 +321,7 @@ def tune_budgeted(a, parts):
         obj0 = start.obj if k == 0 else build_objective(name, start.X, start.enc, start.template, run.seed,
                                                         a["objective_options"])
         obj, wrt, mask, profile = parts.objective_stage(obj0, freeze, start.tracker)
-        share = run.allot(int(start.params.n_centers), sizes is None or len(sizes) > 1) / (len(names) - k)
+        share = run.allot(int(start.params.n_centers), False) / (len(names) - k)  # stage 0 as without a budget
         loop, reason, err = run.stage(name, obj, wrt, mask, profile, start.params, None, share)
         if current is None or err < best_err:
             best_i, best_err = len(run.stages) - 1, err
