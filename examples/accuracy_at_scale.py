@@ -47,6 +47,7 @@ def parse_args(argv=None):
     parser.add_argument("--synthetic", type=int, default=0, metavar="N",
                         help="also the synthetic problem with N training rows (0: not run)")
     parser.add_argument("--no-default", action="store_true", help="skip the default run")
+    parser.add_argument("--replot", action="store_true", help="only redraw the figure from the CSV")
     args = parser.parse_args(argv)
     args.datasets = args.datasets if args.datasets is not None else (
         ["energy"] if args.quick else ["protein", "cpusmall"])
@@ -87,25 +88,38 @@ def run_one(name, seed, method, budget, problem):
 
 def plot(rows, path):
     plt = common.pyplot()
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
     names = list(dict.fromkeys(r["dataset"] for r in rows))
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), squeeze=False)
-    for ax, name in zip(axes[0], names):
+    cols = min(3, len(names))
+    nrows = -(-len(names) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.6 * nrows), squeeze=False)
+    for ax in axes.flat[len(names):]:
+        ax.set_visible(False)
+    for ax, name in zip(axes.flat, names):
         sub = [r for r in rows if r["dataset"] == name]
         for method, marker in (("default", "s"), ("budget", "o")):
             pts = sorted((float(r["wall_s"]), float(r["rmse"])) for r in sub if r["method"].startswith(method))
             if pts:
                 ax.plot(*zip(*pts), marker=marker, label=method)
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(f"{name} (n = {sub[0]['n_train']})")
         ax.set_xlabel("wall time of the call (s)")
         ax.set_ylabel("test RMSE (standardized)")
         ax.legend()
+    fig.tight_layout()
     common.save_figure(fig, path)
 
 
 def main(argv=None):
     args = parse_args(argv)
     out = common.output_dir(args)
+    if args.replot:
+        rows = common.read_csv(out / "accuracy_at_scale.csv")
+        plot(rows, out / "accuracy_at_scale.png")
+        return rows
     rows = []
     names = list(args.datasets) + (["synthetic"] if args.synthetic else [])
     for name in names:

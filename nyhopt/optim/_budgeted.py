@@ -250,7 +250,7 @@ class _Run:
 
 
 def _polish(run, k, X_all, y_all, freeze):
-    """Stage ``k`` (the best) tuned on on all the rows for the time left: ``(loop, objective, offset)`` or None.
+    """Stage ``k`` (the best) tuned on all the rows for the time left: ``(loop, objective, offset)`` or None.
 
     The held-out rows have chosen the size and the objective; the last stage
     gives them to the objective too, warm-started from stage ``k``'s best
