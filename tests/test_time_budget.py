@@ -134,6 +134,7 @@ def test_simulated_budget_holds_and_stages_are_reported(tick_clock):
     chosen = stages[-1] if math.isnan(stages[-1].validation_error) else best
     assert chosen.first_epoch <= res.best_epoch <= chosen.first_epoch + chosen.epochs
     assert res.validation_scores is None  # the final model saw the held-out rows
+    assert f"stages={[s.centers for s in stages]}" in repr(res)
 
 
 def test_last_stage_tunes_the_best_on_all_rows(tick_clock):

@@ -124,6 +124,8 @@ class TuneResult(NamedTuple):
                  f"<{ell.size} values, min {ell.min():.4g}, median {np.median(ell):.4g}, max {ell.max():.4g}>")
         name = getattr(self.objective, "name", type(self.objective).__name__)
         cands = f", candidates={[c.objective for c in self.candidates]}" if self.candidates else ""
+        if self.stages:
+            cands += f", stages={[s.centers for s in self.stages]}"
         return (f"TuneResult(task={self.task!r}, objective={name!r}, best_epoch={self.best_epoch}, "
                 f"epochs_run={max(len(self.history) - 1, 0)}, stop_reason={self.stop_reason!r}, "
                 f"elapsed={self.elapsed:.3g} s, penalty={p.penalty:.4g}, lengthscale={ell_s}, "
