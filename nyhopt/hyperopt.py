@@ -108,7 +108,7 @@ class _HyperoptBase(EstimatorMixin):
     def __init__(self, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gaussian", ard=True,
                  random_state=0, standardize=True, penalty=None, lengthscale=None, freeze=(),
                  patience=10, validation_fraction=None, dtype=None, objective_options=None,
-                 solver="auto", record_terms=True, progress=False):
+                 solver="auto", record_terms=True, progress=False, time_budget=None):
         self.objective = objective
         self.centers = centers
         self.epochs = epochs
@@ -127,6 +127,7 @@ class _HyperoptBase(EstimatorMixin):
         self.solver = solver
         self.record_terms = record_terms
         self.progress = progress
+        self.time_budget = time_budget
 
     # -- scikit-learn parameter protocol -------------------------------------------------
     def __sklearn_is_fitted__(self):
@@ -163,6 +164,9 @@ class _HyperoptBase(EstimatorMixin):
         self._check_options(validation)
         names = check_feature_names_arg(feature_names, X)
         if on_cluster(X, y):  # "stoch-prop" regression on the current Dask client
+            if self.time_budget is not None:
+                raise ValueError("time_budget is for in-memory data (NumPy or CuPy arrays); for dask arrays "
+                                 "give centers= and epochs=")
             from .distributed.tune import fit_hyperopt_dask
 
             fit_hyperopt_dask(self, X, y, validation, callback, tune=tune)
@@ -211,6 +215,7 @@ class _HyperoptBase(EstimatorMixin):
             freeze=self.freeze if self.freeze is not None else (), patience=self.patience,
             callback=callback, task=self._task, dtype=self.dtype,
             objective_options=self.objective_options, solver=self.solver, record_terms=self.record_terms,
+            time_budget=self.time_budget,
         )
         return self._set_fitted(result, mean, scale, X.shape[1])
 
@@ -254,6 +259,7 @@ class _HyperoptBase(EstimatorMixin):
         self.objective_ = result.objective.name
         self.candidates_ = result.candidates
         self.validation_scores_ = getattr(result, "validation_scores", None)
+        self.stages_ = getattr(result, "stages", ())
         self.x_mean_, self.x_scale_ = mean, scale
         self.n_features_in_ = n_features
         return self
@@ -311,8 +317,10 @@ _PARAMS_DOC = """
         the chosen objective is then tuned again on all the rows given to
         ``fit`` (see :func:`nyhopt.tune`).  ``validation_fraction=k``, an
         int, chooses by ``k``-fold validation instead.
-    centers : int or array of shape (m, d), default 100
-        Number of Nystrom centers (random training rows) or initial centers
+    centers : int, "auto", tuple of int or array of shape (m, d), default 100
+        Number of Nystrom centers (random training rows; ``"auto"``: 100;
+        with ``time_budget`` the starting size, or a tuple of sizes to go
+        through) or initial centers
         (in standardized coordinates when ``standardize`` is True: a
         ``UserWarning`` says so when they look like rows of ``X`` in its own
         units).
@@ -363,6 +371,11 @@ _PARAMS_DOC = """
         :func:`nyhopt.tune` and the command line: an estimator is fitted many
         times by scikit-learn's model selection (``GridSearchCV``,
         ``cross_val_score``), and silent, as scikit-learn's estimators are.
+    time_budget : float, optional
+        Seconds ``fit`` may take, the final fit included: the centers start
+        at ``centers`` and grow while it pays, ``epochs`` caps each stage
+        (see :func:`nyhopt.tune` and ``docs/tuning.md``, "A time budget").
+        None (the default): a fixed ``centers`` and ``epochs``, as before.
 
     Attributes
     ----------
@@ -393,6 +406,10 @@ _PARAMS_DOC = """
     candidates_ : tuple of Candidate
         What each candidate of a list ``objective`` reached (see
         :attr:`nyhopt.TuneResult.candidates`); ``()`` for a single name.
+    stages_ : tuple of Stage
+        With ``time_budget``: the stages of the run (centers, objective,
+        epochs, seconds, held-out error; see :attr:`nyhopt.TuneResult.stages`);
+        ``()`` otherwise.
     validation_scores_ : dict or None
         The final model's RMSE, negative log predictive density and 95%
         interval coverage on the validation rows (regression with

@@ -277,3 +277,13 @@ def test_calibration_quick(tmp_path):
                                            "gradient boosting"]
     for r in rows:
         assert 0.0 <= r["ece"] <= 1.0 and 0.0 <= r["brier"] <= 1.0 and math.isfinite(r["log_loss"])
+
+
+def test_accuracy_at_scale_quick(tmp_path):
+    mod = _load("accuracy_at_scale")
+    rows = mod.main(["--quick", "--quiet", "--out", str(tmp_path), "--budgets", "3"])
+    _check_outputs(tmp_path, "accuracy_at_scale")
+    assert [r["method"] for r in rows] == ["default", "budget-3"]
+    budget = rows[1]
+    assert budget["sizes"].startswith("100") and 0 < budget["rmse"] < 1 and 0 <= budget["coverage"] <= 1
+    assert budget["wall_s"] < 3 * 1.1 + 5  # loose: the machine may be loaded

@@ -93,3 +93,46 @@ def _demo_init(X):
     from nyhopt.cli import DEMO_INIT
 
     return dict(DEMO_INIT)
+
+
+class TimeBudget:
+    """``tune(..., time_budget=T)`` (issue 35): how much of its budget a call uses, and its test RMSE.
+
+    The synthetic data of BENCHMARKS.md, n = 20000, d = 8, budgets of 10 and 30 s.
+    ``track_wall_over_budget`` is the wall time of the call over ``T`` (the
+    final fit included; it should stay at or below 1.1); ``track_test_rmse``
+    the test RMSE of the same call, beside ``track_default_test_rmse``, today's
+    default run (100 centers, up to 200 epochs).
+    """
+
+    params = [[10.0, 30.0]]
+    param_names = ["budget"]
+    number = 1
+    repeat = 1
+    timeout = 600
+
+    def setup(self, budget):
+        import time
+
+        from nyhopt import tune
+        from nyhopt.datasets import synthetic
+
+        ds = synthetic(20000, d=8, n_test=5000, seed=1234)
+        tune(ds.X_train[:500], ds.y_train[:500], time_budget=2.0, progress=False)  # compilation
+        t0 = time.perf_counter()
+        res = tune(ds.X_train, ds.y_train, time_budget=budget, progress=False)
+        self.ratio = (time.perf_counter() - t0) / budget
+        self.rmse = float(np.sqrt(np.mean((res.model.predict(ds.X_test) - ds.y_test) ** 2)))
+        self.ds = ds
+
+    def track_wall_over_budget(self, budget):
+        return self.ratio
+
+    def track_test_rmse(self, budget):
+        return self.rmse
+
+    def track_default_test_rmse(self, budget):
+        from nyhopt import tune
+
+        res = tune(self.ds.X_train, self.ds.y_train, progress=False)
+        return float(np.sqrt(np.mean((res.model.predict(self.ds.X_test) - self.ds.y_test) ** 2)))

@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                            f"{', '.join(objectives())} (default prop)")
     tune.add_argument("--centers", type=positive_int, default=100, help="number of Nystrom centers (default 100)")
     tune.add_argument("--epochs", type=nonneg_int, default=200, help="maximal Adam epochs (default 200)")
+    tune.add_argument("--time-budget", type=positive_float, default=None, metavar="SECONDS",
+                      help="spend at most this long, the final fit included: the centers start at --centers "
+                           "and grow while it pays; --epochs caps each stage (default: no budget)")
     tune.add_argument("--lr", type=positive_float, default=0.05, help="learning rate (default 0.05)")
     tune.add_argument("--kernel", choices=KERNELS, default="gaussian", help="kernel (default gaussian)")
     tune.add_argument("--no-ard", action="store_true", help="one lengthscale for all features (default: one per feature)")

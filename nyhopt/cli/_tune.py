@@ -67,7 +67,7 @@ def cmd_tune(args) -> int:
               standardize=not args.no_standardize, patience=args.patience or None,
               validation_fraction=args.validation_fraction or None,
               record_terms=bool(args.report or args.json), progress=not args.quiet,
-              freeze=("amplitude",) if args.freeze_amplitude else ())
+              freeze=("amplitude",) if args.freeze_amplitude else (), time_budget=args.time_budget)
     names = [table.names[k] for k in feat]
     extra = ""
     if task == "classification":
@@ -78,8 +78,10 @@ def cmd_tune(args) -> int:
         note(args, f"the target {target_name!r} holds {n_values} distinct integers, taken as class "
                     "labels; give --task regression to regress on them (or --task classification)")
     say(args, f"tuning: objective {','.join(args.objective) + ' (chosen by validation)' if several else args.objective}, "
-               f"{centers} centers, up to {args.epochs} epochs, "
-               f"lr {args.lr}, kernel {args.kernel}{'' if args.no_ard else ' (one lengthscale per feature)'}")
+               + (f"{centers} centers, up to {args.epochs} epochs, " if args.time_budget is None else
+                  f"centers from {centers} grown within a {args.time_budget:g} s budget, up to {args.epochs} "
+                  "epochs per stage, ")
+               + f"lr {args.lr}, kernel {args.kernel}{'' if args.no_ard else ' (one lengthscale per feature)'}")
     # On the GPU, text labels are fitted as their indices in the sorted labels (CuPy holds no
     # text) and the labels are put back before saving.
     text_classes = None
@@ -117,6 +119,10 @@ def cmd_tune(args) -> int:
         criterion = "squared error of the scores" if task == "classification" else metric
         over = f", mean of {args.validation_fraction} folds" if folds else ""
         say(args, f"chosen: {est.objective_} (lowest validation {criterion}{over}); tuned again on all {n} rows")
+    for st in getattr(est, "stages_", ()):
+        held = "" if math.isnan(st.validation_error) else f", held-out {metric} {fmt_error(task, st.validation_error)}"
+        say(args, f"stage: {st.centers} centers, {st.objective}, {st.epochs} epochs in {st.seconds:.1f} s "
+                   f"({st.stop_reason}{held})")
     ell = est.params_.lengthscale
     say(args, f"done in {elapsed:.1f} s: {len(hist) - 1} epochs ({est.stop_reason_}), best epoch {est.best_epoch_}, "
                f"objective {best.objective:.6g}")
@@ -160,6 +166,8 @@ def cmd_tune(args) -> int:
             "metric": metric, "train_error": train_err, "validation_error": val_err, "model": out,
             "noise_variance": est.noise_variance_, "validation_scores": scores,
             "history": hist.as_dict(),
+            "time_budget": args.time_budget,
+            "stages": [st._asdict() for st in getattr(est, "stages_", ())],
             "candidates": [{"objective": c.objective, "validation_error": c.validation_error,
                             "validation_score": c.validation_score, "fold_errors": list(c.fold_errors),
                             "objective_value": c.objective_value, "epochs": c.epochs, "best_epoch": c.best_epoch,

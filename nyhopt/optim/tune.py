@@ -86,6 +86,11 @@ class TuneResult(NamedTuple):
         on them, from ``predict(X_val, return_std=True)`` (:mod:`nyhopt.metrics`:
         the negative log predictive density and the 95% interval coverage);
         None otherwise.
+    stages : tuple of Stage
+        With ``time_budget``: one record per stage of the run, in order
+        (centers, objective, first record in ``history``, epochs, seconds,
+        best objective value, held-out error, stop reason;
+        :class:`nyhopt.optim._budget.Stage`); ``()`` otherwise.
 
     Examples
     --------
@@ -110,6 +115,7 @@ class TuneResult(NamedTuple):
     elapsed: float
     candidates: tuple = ()
     validation_scores: object = None
+    stages: tuple = ()
 
     def __repr__(self):
         """A short summary: the centers and long lengthscale vectors by their shape only."""
@@ -119,6 +125,8 @@ class TuneResult(NamedTuple):
                  f"<{ell.size} values, min {ell.min():.4g}, median {np.median(ell):.4g}, max {ell.max():.4g}>")
         name = getattr(self.objective, "name", type(self.objective).__name__)
         cands = f", candidates={[c.objective for c in self.candidates]}" if self.candidates else ""
+        if self.stages:
+            cands += f", stages={[s.centers for s in self.stages]}"
         return (f"TuneResult(task={self.task!r}, objective={name!r}, best_epoch={self.best_epoch}, "
                 f"epochs_run={max(len(self.history) - 1, 0)}, stop_reason={self.stop_reason!r}, "
                 f"elapsed={self.elapsed:.3g} s, penalty={p.penalty:.4g}, lengthscale={ell_s}, "
@@ -162,7 +170,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
          freeze=(), patience=10, min_delta=0.0, callback=None, task="auto", dtype=None,
          objective_options=None, solver="auto", record_terms=True, track_errors=None,
          b1=0.9, b2=0.999, eps=1e-8, client=None, checkpoint=None, feature_names=None,
-         rel_delta=DEFAULT_REL_DELTA) -> TuneResult:
+         rel_delta=DEFAULT_REL_DELTA, time_budget=None) -> TuneResult:
     r"""Tune penalty, lengthscales and centers of N-KRR by Adam on an objective.
 
     Parameters
@@ -192,10 +200,14 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         fold) plus the final one.  ``candidates`` in the result says what
         each reached; ``callback`` and the progress bar see every
         candidate's epochs in turn.
-    centers : int or array of shape (m, d), default 100
+    centers : int, "auto", tuple of int or array of shape (m, d), default 100
         Number of Nystrom centers (a random subset of the rows of ``X``) or
         the initial centers themselves.  A number larger than the training
         rows uses every row, with a warning (as scikit-learn's ``Nystroem``).
+        ``"auto"`` is 100.  With ``time_budget``, the run starts with these
+        centers and grows them while it pays; a tuple of increasing sizes
+        (e.g. ``(100, 400, 1600)``) fixes the sizes instead (``(500,)``: 500
+        centers for the whole budget).
     epochs : int, default 200
         Maximal number of Adam steps (full batch; the paper's value).
     lr : float, default 0.05
@@ -286,6 +298,19 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         Names of the columns of ``X``, kept by ``result.model`` as
         ``feature_names_in_`` (for a dask array or any array without
         column names; a DataFrame's own names are taken by default).
+    time_budget : float, optional
+        Seconds the call may take, the final fit included: the run then
+        tunes in stages, growing the centers (doubling them, new ones by
+        k-means++ seeding in the tuned metric) while the held-out error
+        improves and the next stage fits in the time left, warm-started from
+        the previous stage; ``epochs`` caps each stage.  It holds out
+        ``min(10%, 5000)`` rows to choose among the stages unless
+        ``validation`` is given (the final model is then fitted on all the
+        rows) and may switch from ``prop`` to ``stoch-prop`` where that is
+        measured to be faster.  A list ``objective`` is chosen at the first
+        stage.  ``stages`` in the result says what was run.  In-memory data
+        only; not with ``checkpoint``.  See ``docs/tuning.md``, "A time
+        budget".  None (the default): no budget, the run is exactly as before.
 
     Returns
     -------
@@ -333,6 +358,15 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         if _n_outputs(validation[1]) != _n_outputs(y):
             raise ValueError(f"validation y has {_n_outputs(validation[1])} output column(s) but y has "
                              f"{_n_outputs(y)}")
+    if time_budget is not None:
+        from ._budgeted import tune_budgeted
+
+        return tune_budgeted(dict(locals()), _STAGES)
+    if isinstance(centers, str) and centers == "auto":
+        centers = 100
+    elif _is_schedule(centers):
+        raise ValueError(f"centers={centers!r} is a schedule of sizes, which needs time_budget=; give an int "
+                         "without a budget")
     if not isinstance(objective, str):
         if checkpoint is not None:
             raise ValueError("checkpoint is not available with a list of objectives (each candidate would "
@@ -426,6 +460,12 @@ def _start(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, rng, 
     return _start_in_memory(X, y, **kw)
 
 
+def _is_schedule(centers) -> bool:
+    """Whether ``centers`` is a tuple of sizes (a schedule of a budgeted run), not the rows of an array."""
+    return isinstance(centers, tuple) and len(centers) > 0 and all(
+        isinstance(c, numbers.Integral) and not isinstance(c, bool) for c in centers)
+
+
 def _n_outputs(y) -> int:
     """Number of target columns of ``y`` ((n,) and (n, 1): one), read from its shape alone."""
     shape = getattr(y, "shape", None)
@@ -504,12 +544,19 @@ class _LoopResult(NamedTuple):
     best_epoch: int
     history: History
     stop_reason: str
+    last_params: Params = None
+    state: object = None  # Adam's state at last_params
 
 
 def _loop(obj, params, wrt, mask, profile, tracker, has_val, *, epochs, lr, b1, b2, eps, patience, min_delta,
-          rel_delta, callback, record_terms, progress, checkpoint, signature):
-    """Stage 4, loop: Adam steps on ``obj`` from ``params`` (resumed from ``checkpoint`` if its ``signature`` matches)."""
-    state = adam.init(params)
+          rel_delta, callback, record_terms, progress, checkpoint, signature, state=None, status=None):
+    """Stage 4, loop: Adam steps on ``obj`` from ``params`` (resumed from ``checkpoint`` if its ``signature`` matches).
+
+    ``state``: Adam's state to go on from (default a new one); ``status``: a
+    callable whose text leads the progress bar's message (a budgeted run's
+    time left and centers).
+    """
+    state = adam.init(params) if state is None else state
     history = History()
     best_value, best_params, best_epoch = math.inf, params, 0
     stale, stop_reason, t_opt = 0, "epochs", 0.0
@@ -561,6 +608,8 @@ def _loop(obj, params, wrt, mask, profile, tracker, has_val, *, epochs, lr, b1, 
                 best_value, best_params, best_epoch = float(value), params, epoch
             if bar is not None:
                 msg = f"objective {value:.6g}  penalty {params.penalty:.3g}"
+                if status is not None:
+                    msg = f"{status()}  {msg}"
                 if tracker is not None:
                     msg += f"  train err {train_err:.4g}"
                     if has_val:
@@ -584,4 +633,17 @@ def _loop(obj, params, wrt, mask, profile, tracker, has_val, *, epochs, lr, b1, 
     finally:
         if bar is not None:
             bar.close()
-    return _LoopResult(best_params, best_epoch, history, stop_reason)
+    return _LoopResult(best_params, best_epoch, history, stop_reason, params, state)
+
+
+class _Stages(NamedTuple):
+    """The stages of :func:`tune`, handed to the budgeted run (``nyhopt.optim._budgeted``), which cannot import them."""
+
+    start: object
+    objective_stage: object
+    loop: object
+    final_model: object
+    result: object
+
+
+_STAGES = _Stages(_start, _objective_stage, _loop, _final_model, TuneResult)

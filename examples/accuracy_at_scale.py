@@ -1,0 +1,146 @@
+"""Accuracy against wall time: today's default run against ``tune(..., time_budget=T)``.
+
+Protocol: each dataset's split of :func:`nyhopt.datasets.load_dataset` (X and
+y standardized on the training part), or the synthetic problem of
+``docs/benchmarks.md`` (``--synthetic N``, standardized the same way here).
+Methods:
+
+* ``default``: ``tune(X, y)`` as it is today (``prop``, 100 centers, at most
+  200 epochs, ``patience=10``);
+* ``budget-T``: ``tune(X, y, time_budget=T)`` for each ``T`` of ``--budgets``
+  (centers grown from 100, ``docs/tuning.md``, "A time budget").
+
+Each run reports the test RMSE (standardized units), the NLPD and the 95%
+coverage of ``predict(X_test, return_std=True)``, its wall time (the call
+only; prediction timed apart) and, for budgeted runs, the sizes it went
+through.  Writes ``accuracy_at_scale.{csv,md,png}``::
+
+    python examples/accuracy_at_scale.py --datasets protein,cpusmall --budgets 30,60
+    python examples/accuracy_at_scale.py --quick
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as common  # noqa: E402
+
+import nyhopt as nh  # noqa: E402
+from nyhopt import metrics  # noqa: E402
+from nyhopt.datasets import load_dataset, synthetic  # noqa: E402
+
+COLUMNS = ["dataset", "n_train", "d", "seed", "method", "budget", "wall_s", "rmse", "nlpd", "coverage",
+           "predict_s", "centers", "sizes", "epochs", "stop_reason"]
+
+
+def parse_args(argv=None):
+    parser = common.base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--datasets", type=common.csv_list(), default=None,
+                        help="comma-separated (default protein,cpusmall; quick: energy)")
+    parser.add_argument("--budgets", type=common.csv_list(float), default=None,
+                        help="seconds (default 60,300,600; quick: 5)")
+    parser.add_argument("--seeds", type=common.csv_list(int), default=None, help="default 0")
+    parser.add_argument("--synthetic", type=int, default=0, metavar="N",
+                        help="also the synthetic problem with N training rows (0: not run)")
+    parser.add_argument("--no-default", action="store_true", help="skip the default run")
+    parser.add_argument("--replot", action="store_true", help="only redraw the figure from the CSV")
+    args = parser.parse_args(argv)
+    args.datasets = args.datasets if args.datasets is not None else (
+        ["energy"] if args.quick else ["protein", "cpusmall"])
+    args.budgets = args.budgets or ([5.0] if args.quick else [60.0, 300.0, 600.0])
+    args.seeds = args.seeds if args.seeds is not None else [0]
+    return args
+
+
+def _problem(name, seed, args):
+    if name == "synthetic":
+        ds = synthetic(args.synthetic, n_test=10000, seed=1234 + seed)
+        mu, sd = ds.X_train.mean(axis=0), ds.X_train.std(axis=0)
+        ym, ys = ds.y_train.mean(), ds.y_train.std()
+        return ((ds.X_train - mu) / sd, (ds.y_train - ym) / ys, (ds.X_test - mu) / sd, (ds.y_test - ym) / ys)
+    ds = load_dataset(name, data_dir=args.data_dir, seed=seed)
+    return ds.X_train, ds.y_train, ds.X_test, ds.y_test
+
+
+def run_one(name, seed, method, budget, problem):
+    """One run: the row of the table."""
+    X, y, Xt, yt = problem
+    t0 = time.perf_counter()
+    if budget is None:
+        res = nh.tune(X, y, task="regression", progress=False, random_state=seed)
+    else:
+        res = nh.tune(X, y, task="regression", progress=False, random_state=seed, time_budget=budget)
+    wall = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    mean, std = res.model.predict(Xt, return_std=True)
+    pred_s = time.perf_counter() - t1
+    sizes = "/".join(f"{s.centers}{'' if s.objective == 'prop' else ':' + s.objective}" for s in res.stages)
+    return {"dataset": name, "n_train": X.shape[0], "d": X.shape[1], "seed": seed, "method": method,
+            "budget": "" if budget is None else budget, "wall_s": wall, "rmse": metrics.rmse(yt, mean),
+            "nlpd": metrics.nlpd(yt, mean, std), "coverage": metrics.coverage(yt, mean, std, level=0.95),
+            "predict_s": pred_s, "centers": int(res.params.n_centers), "sizes": sizes or "100",
+            "epochs": max(len(res.history) - 1, 0), "stop_reason": res.stop_reason}
+
+
+def plot(rows, path):
+    plt = common.pyplot()
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    names = list(dict.fromkeys(r["dataset"] for r in rows))
+    cols = min(3, len(names))
+    nrows = -(-len(names) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.6 * nrows), squeeze=False)
+    for ax in axes.flat[len(names):]:
+        ax.set_visible(False)
+    for ax, name in zip(axes.flat, names):
+        sub = [r for r in rows if r["dataset"] == name]
+        for method, marker in (("default", "s"), ("budget", "o")):
+            pts = sorted((float(r["wall_s"]), float(r["rmse"])) for r in sub if r["method"].startswith(method))
+            if pts:
+                ax.plot(*zip(*pts), marker=marker, label=method)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_title(f"{name} (n = {sub[0]['n_train']})")
+        ax.set_xlabel("wall time of the call (s)")
+        ax.set_ylabel("test RMSE (standardized)")
+        ax.legend()
+    fig.tight_layout()
+    common.save_figure(fig, path)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    out = common.output_dir(args)
+    if args.replot:
+        rows = common.read_csv(out / "accuracy_at_scale.csv")
+        plot(rows, out / "accuracy_at_scale.png")
+        return rows
+    rows = []
+    names = list(args.datasets) + (["synthetic"] if args.synthetic else [])
+    for name in names:
+        for seed in args.seeds:
+            problem = _problem(name, seed, args)
+            runs = ([] if args.no_default else [("default", None)]) + [(f"budget-{b:g}", b) for b in args.budgets]
+            for method, budget in runs:
+                row = run_one(name, seed, method, budget, problem)
+                rows.append(row)
+                common.log(args, f"{name} seed {seed} {method}: rmse {row['rmse']:.4f} nlpd {row['nlpd']:.3f} "
+                                 f"coverage {row['coverage']:.3f} in {row['wall_s']:.1f} s (sizes {row['sizes']})")
+                common.write_csv(rows, COLUMNS, out / "accuracy_at_scale.csv")
+    text = common.markdown_table(rows, COLUMNS, digits=4)
+    common.write_markdown(text, out / "accuracy_at_scale.md", "accuracy against wall time",
+                          script="examples/accuracy_at_scale.py")
+    try:
+        plot(rows, out / "accuracy_at_scale.png")
+    except ImportError:  # matplotlib is optional
+        pass
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,397 @@
+r"""A tuning run that spends a time budget: ``tune(X, y, time_budget=T)``.
+
+The run is a sequence of stages (:class:`~nyhopt.optim._budget.Stage`), each
+the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
+
+1. **Hold out rows** to choose among the stages: ``min(10%, 5000)`` of the
+   rows (at least 200 rows in all), unless ``validation`` is given; the final
+   model is fitted on all the rows.
+2. **Stage 0** at the starting centers (100 by default: today's default
+   run, which may use the whole budget: a budget that buys the default run
+   gets at least its result), for each candidate of a list ``objective``
+   in turn (sharing the budget); the candidate with the lowest held-out
+   error goes on.
+3. **Grow** (:mod:`nyhopt.optim._grow`): double :math:`m` (new centers by
+   k-means++ seeding in the tuned metric), keep the tuned
+   :math:`\lambda, \ell`, amplitude and centers and Adam's state, and run the
+   next stage.  Growing stops when :data:`GROW_PATIENCE` grown stages in a
+   row did not lower the best held-out error by :data:`MIN_GAIN` (more
+   centers are not always better, and a held-out error of a few hundred
+   rows is noisy), when the next stage's
+   projected cost (:class:`~nyhopt.optim._budget.SizeCost`: at least
+   :data:`MIN_EPOCHS` epochs, its validation fit and the final fit) does not
+   fit in the time left, or at the largest size (all rows; for the exact
+   objectives :math:`nm \le` :data:`MAX_NM`).
+4. **Switch the objective** from ``prop`` to ``stoch-prop`` when growing to a
+   size where one epoch of ``prop`` is projected to take over
+   :data:`SWITCH_SECONDS`: two steps of ``stoch-prop`` are timed at the grown
+   hyperparameters, and it takes over when its step is faster.  The tuned
+   hyperparameters and Adam's state carry over (both minimize the same
+   :math:`\mathcal L_{Prop}`).
+5. **Finish**: the stage with the lowest held-out error (without held-out
+   rows, the last stage) gives the model.  With rows held out by the run
+   itself, a last stage (:func:`_polish`) tunes that stage's objective on
+   all the rows from its best point, for the time left (at least
+   :data:`POLISH_EPOCHS` epochs, else it is skipped); its held-out error is
+   NaN.  Otherwise, a best stage that time cut short goes on.  All within
+   the budget: every
+   epoch is started only when its measured cost, the validation fit and
+   the final fit (projected) still fit in the time left, less a margin of
+   3% of the budget.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import statistics
+
+import numpy as np
+
+from .._estimator_params import check_feature_names_arg
+from ..backend import get_namespace, to_numpy
+from ..placement import on_cluster
+from ._budget import Budget, SizeCost, Stage, check_time_budget
+from ._grow import add_centers, grow_state, next_size
+from ._history import History
+from ._init import as_generator
+from ._setup import build_objective
+from ._tracking import choose_solver, predictive_scores
+from ._targets import encode_targets
+from ._tune_args import check_arguments, check_switches
+
+__all__ = ["tune_budgeted", "MIN_EPOCHS", "MAX_NM", "SWITCH_SECONDS"]
+
+#: Epochs a grown stage must be able to run for the growth to be started.
+MIN_EPOCHS = 20
+#: Largest n m of the exact objectives' n x m matrices when growing (1.2 GB in float64).
+MAX_NM = 1.5e8
+#: Largest number of centers the schedule grows to.
+MAX_CENTERS = 20000
+#: A projected epoch of ``prop`` this long (seconds) makes the run time ``stoch-prop`` against it.
+SWITCH_SECONDS = 1.0
+#: ``stoch-prop`` takes over when its measured step is below this times ``prop``'s projected epoch.
+SWITCH_FACTOR = 1.0
+#: Fraction of the time left that a stage may use when a larger one can follow.
+SHARE = 0.5
+#: Held-out rows: this fraction, at most HOLDOUT_MAX rows, when there are HOLDOUT_MIN_N rows or more.
+HOLDOUT_FRACTION, HOLDOUT_MAX, HOLDOUT_MIN_N = 0.1, 5000, 200
+#: A grown stage must lower the best held-out error by this fraction for growing to go on.
+MIN_GAIN = 0.002
+#: Where new centers come from (:func:`nyhopt.optim._grow.add_centers`) and how Adam's state carries
+#: over ("mean", "zero": :func:`nyhopt.optim._grow.grow_state`; "reset": a new state).
+GROW_FROM, ADAM_CARRY = "kmeans++", "zero"
+#: Epochs the last stage on all the rows must be able to run for it to be started.
+POLISH_EPOCHS = 5
+#: Growing stops after this many grown stages in a row without that gain.
+GROW_PATIENCE = 2
+#: The options of ``prop`` that ``stoch-prop`` takes too (others keep ``prop``).
+_SHARED_OPTIONS = {"mean", "noise_variance", "normalization", "random_state"}
+
+
+def _schedule(centers):
+    """``(start, sizes)``: the starting centers for :func:`tune`'s setup, and a fixed tuple of sizes or None."""
+    if isinstance(centers, str):
+        if centers != "auto":
+            raise ValueError(f"centers must be an int, 'auto', a tuple of sizes or an array, got {centers!r}")
+        return 100, None
+    if isinstance(centers, tuple) and centers and all(
+            isinstance(c, numbers.Integral) and not isinstance(c, bool) for c in centers):
+        if any(c < 1 for c in centers):
+            raise ValueError(f"centers={centers!r}: a schedule is a tuple of sizes >= 1")
+        if any(b <= a for a, b in zip(centers, centers[1:])):
+            raise ValueError(f"centers={centers!r}: the sizes of a schedule must increase")
+        return int(centers[0]), tuple(int(c) for c in centers)
+    return centers, None
+
+
+def _objective_names(objective):
+    if isinstance(objective, str):
+        return [objective]
+    names = list(objective)
+    if not names or not all(isinstance(s, str) for s in names):
+        raise ValueError(f"objective must be a name or a non-empty list of names, got {objective!r}")
+    return names
+
+
+def _holdout_error(model, task, X_val, y_val):
+    """RMSE (regression, in the units of ``y``) or error rate of a fitted model on held-out rows."""
+    pred = to_numpy(model.predict(X_val))
+    truth = to_numpy(y_val) if hasattr(y_val, "shape") else np.asarray(y_val)
+    if task == "regression":
+        diff = pred.astype(np.float64) - truth.reshape(pred.shape).astype(np.float64)
+        return float(np.sqrt(np.mean(diff * diff)))
+    return float(np.mean(pred.reshape(-1) != truth.reshape(-1)))
+
+
+def _concat(a, b):
+    """The rows of ``a`` then those of ``b`` (NumPy, or CuPy for device arrays)."""
+    if hasattr(a, "get"):  # a CuPy array
+        return get_namespace(a).concatenate([a, b])
+    return np.concatenate([np.asarray(a), np.asarray(b)])
+
+
+class _Run:
+    """The state of one budgeted run (one instance per call)."""
+
+    def __init__(self, a, parts, budget):
+        self.a, self.parts, self.budget = a, parts, budget
+        self.epoch_cost, self.fit_cost = SizeCost(), SizeCost()
+        self.records, self.stages, self.results = [], [], []
+        self.t_offset = 0.0
+        self.margin = 0.03 * budget.seconds + 0.05
+
+    # -- costs -------------------------------------------------------------------------------
+    def fit_seconds(self, m):
+        return self.fit_cost.predict(m, default=self.epoch_cost.predict(m, default=0.0))
+
+    def reserve(self, m, polish=False):
+        """Seconds to keep for the work after a stage at ``m`` centers: its validation fit and the final fit."""
+        f = self.fit_seconds(m)
+        if polish:
+            return 1.25 * f * self.n_all / self.n_tr
+        if self.internal:
+            return 1.25 * f * (1.0 + self.n_all / self.n_tr)
+        return 1.25 * f
+
+    def usable(self):
+        return self.budget.left() - self.margin
+
+    # -- one stage ----------------------------------------------------------------------------
+    def stage(self, name, obj, wrt, mask, profile, params, state, allot, polish=False):
+        """Run the loop at ``params``' centers for at most ``allot`` seconds; evaluate and record it.
+
+        ``polish``: the last stage, on all the rows (no tracker, no validation fit).
+        """
+        a, b = self.a, self.budget
+        m = int(params.n_centers)
+        t0 = b.now()
+        times, last, why = [], [None], [None]
+        user = a["callback"]
+        offset = len(self.records)
+
+        def guard(epoch, record):
+            now = b.now()
+            if last[0] is not None:
+                times.append(now - last[0])
+            last[0] = now
+            if user is not None and user(offset + epoch, record._replace(epoch=offset + epoch)):
+                return True
+            est = max(times[-3:]) if times else self.epoch_cost.predict(m, default=0.0)
+            if now + est + self.reserve(m, polish) > b.seconds - self.margin or now - t0 + est > allot:
+                why[0] = "time"
+                return True
+            return False
+
+        def status():
+            return f"m {m}  {max(b.left(), 0.0):.0f}s left"
+
+        loop = self.parts.loop(
+            obj, params, wrt, mask, profile, None if polish else self.start.tracker,
+            self.start.X_val is not None and not polish,
+            epochs=a["epochs"], lr=a["lr"], b1=a["b1"], b2=a["b2"], eps=a["eps"], patience=a["patience"],
+            min_delta=a["min_delta"], rel_delta=a["rel_delta"], callback=guard, record_terms=a["record_terms"],
+            progress=a["progress"], checkpoint=None, signature=None, state=state, status=status)
+        if times:
+            self.epoch_cost.add(m, statistics.median(times))
+        reason = "time" if (loop.stop_reason == "callback" and why[0] == "time") else loop.stop_reason
+        model, err = None, math.nan
+        if self.start.X_val is not None and not polish:
+            t_fit = b.now()
+            model = self.fit(obj, loop.best_params, self.start.X, self.start.y)
+            self.fit_cost.add(m, b.now() - t_fit)
+            err = _holdout_error(model, self.start.task, self.start.X_val, self.start.y_val)
+        for r in loop.history:
+            self.records.append(r._replace(epoch=offset + r.epoch, time=self.t_offset + r.time))
+        if len(loop.history):
+            self.t_offset += loop.history[-1].time
+        best = loop.history[loop.best_epoch].objective if len(loop.history) else math.nan
+        self.stages.append(Stage(m, name, offset, max(len(loop.history) - 1, 0), b.now() - t0, best, err, reason))
+        self.results.append((loop, obj, model, offset, (wrt, mask, profile)))
+        return loop, reason, err
+
+    def fit(self, obj, params, X, y):
+        p = self.parts
+        s = self.start
+        return p.final_model(s.task, s.template, params, X, y, s.dtype,
+                             choose_solver(self.a["solver"], X.shape[0], params.n_centers), None,
+                             fit_intercept=getattr(obj, "mean", "zero") == "constant",
+                             amplitude=params.amplitude if obj.uses_amplitude else None)
+
+    # -- the schedule -------------------------------------------------------------------------
+    def allot(self, m, can_grow):
+        room = self.usable() - self.reserve(m)
+        if not can_grow:
+            return room
+        after = next_size(next_size(m, self.n_tr, max_size=self.max_size), self.n_tr, max_size=self.max_size)
+        need = self.epoch_cost.predict(after, default=0.0) * MIN_EPOCHS + self.reserve(after)
+        return SHARE * room if room * (1.0 - SHARE) >= need else room
+
+    def max_size_for(self, name):
+        exact = name != "stoch-prop"
+        return int(min(MAX_CENTERS, MAX_NM / self.n_tr)) if exact else MAX_CENTERS
+
+    def maybe_switch(self, name, obj, params, wrt):
+        """``stoch-prop`` instead of ``prop`` at ``params``' size when it is measured faster (module notes)."""
+        a = self.a
+        options = a["objective_options"] or {}
+        if name != "prop" or self.start.task != "regression" or not set(options) <= _SHARED_OPTIONS:
+            return None
+        projected = self.epoch_cost.predict(params.n_centers, default=0.0)
+        if projected < SWITCH_SECONDS or 3.0 * projected > 0.1 * self.usable():
+            return None
+        cand = build_objective("stoch-prop", self.start.X, self.start.enc, self.start.template, self.seed, options)
+        b = self.budget
+        cand.value_and_grad(params, wrt=wrt)  # setup and compilation
+        t0 = b.now()
+        cand.value_and_grad(params, wrt=wrt)
+        if b.now() - t0 < SWITCH_FACTOR * projected:
+            return cand
+        return None
+
+
+def _polish(run, k, X_all, y_all, freeze):
+    """Stage ``k`` (the best) tuned on all the rows for the time left: ``(loop, objective, offset)`` or None.
+
+    The held-out rows have chosen the size and the objective; the last stage
+    gives them to the objective too, warm-started from stage ``k``'s best
+    point (its record 0 is that point, so its best is no worse on all rows).
+    """
+    loop, obj, _, _, _ = run.results[k]
+    m, name = run.stages[k].centers, run.stages[k].objective
+    scale = run.n_all / run.n_tr
+    est = run.epoch_cost.predict(m, default=0.0) * scale
+    room = run.usable() - run.reserve(m, polish=True)
+    if room < POLISH_EPOCHS * est or room <= 0:
+        return None
+    s = run.start
+    xp = get_namespace(X_all)
+    enc = encode_targets(y_all, s.task, X_all.shape[0], xp, s.dtype)
+    obj_all = build_objective(name, X_all, enc, s.template, run.seed, run.a["objective_options"])
+    obj_all, wrt, mask, profile = run.parts.objective_stage(obj_all, freeze, None)
+    offset = len(run.records)
+    polished, _, _ = run.stage(name, obj_all, wrt, mask, profile, loop.best_params, None, room,
+                               polish=True)
+    return polished, obj_all, offset
+
+
+def tune_budgeted(a, parts):
+    """:func:`nyhopt.tune` with ``time_budget``: ``a`` holds its arguments by name, ``parts`` its stages."""
+    budget = Budget(check_time_budget(a["time_budget"]))
+    X, y = a["X"], a["y"]
+    if a["checkpoint"] is not None:
+        raise ValueError("time_budget cannot be combined with checkpoint (a budgeted run is not resumable)")
+    if on_cluster(X, y):
+        raise ValueError("time_budget is for in-memory data (NumPy or CuPy arrays); for dask arrays give "
+                         "centers= and epochs=")
+    validation = a["validation"]
+    names = _objective_names(a["objective"])
+    a["epochs"], a["patience"], a["min_delta"], a["rel_delta"], freeze, dtype = check_arguments(
+        validation, a["epochs"], a["patience"], a["min_delta"], a["rel_delta"], a["lr"], a["b1"], a["b2"],
+        a["eps"], a["freeze"], a["dtype"], a["callback"], a["kernel"], a["objective_options"])
+    check_switches(a["ard"], a["progress"], a["record_terms"], a["track_errors"])
+    feature_names = check_feature_names_arg(a["feature_names"], X)
+    start_centers, sizes = _schedule(a["centers"])
+    rng = as_generator(a["random_state"])
+    n = X.shape[0]
+    internal = validation is None and n >= HOLDOUT_MIN_N
+    track = a["track_errors"]
+    if internal:
+        validation = min(HOLDOUT_FRACTION, HOLDOUT_MAX / n)
+        track = bool(track)
+    if len(names) > 1 and validation is None:
+        raise ValueError(f"objective lists candidates to choose by held-out error, but X has only {n} rows "
+                         f"(a budgeted run holds out rows from {HOLDOUT_MIN_N}): give validation=")
+    if isinstance(start_centers, numbers.Integral) and start_centers > n:
+        start_centers = n
+    run = _Run(a, parts, budget)
+    run.start = start = parts.start(
+        X, y, objective=names[0], centers=start_centers, penalty=a["penalty"], lengthscale=a["lengthscale"],
+        kernel=a["kernel"], ard=a["ard"], rng=rng, validation=validation, task=a["task"], dtype=dtype,
+        solver=a["solver"], objective_options=a["objective_options"], track_errors=track, client=a["client"])
+    run.internal = internal
+    run.n_tr = start.X.shape[0]
+    run.n_all = run.n_tr + (start.X_val.shape[0] if internal else 0)
+    run.seed = int(rng.integers(0, 2**31 - 1))
+    run.max_size = run.max_size_for(names[0])
+
+    # stage 0: every candidate objective from the same start
+    best_i, best_err = None, math.inf
+    current = None
+    for k, name in enumerate(names):
+        obj0 = start.obj if k == 0 else build_objective(name, start.X, start.enc, start.template, run.seed,
+                                                        a["objective_options"])
+        obj, wrt, mask, profile = parts.objective_stage(obj0, freeze, start.tracker)
+        share = run.allot(int(start.params.n_centers), False) / (len(names) - k)  # stage 0 as without a budget
+        loop, reason, err = run.stage(name, obj, wrt, mask, profile, start.params, None, share)
+        if current is None or err < best_err:
+            best_i, best_err = len(run.stages) - 1, err
+            current = (name, obj, wrt, mask, profile, loop, reason)
+    name, obj, wrt, mask, profile, loop, reason = current
+    run.max_size = run.max_size_for(name)
+    step, fails = 1, 0
+    while True:
+        m = int(loop.best_params.n_centers)
+        if sizes is not None:
+            m_next = sizes[step] if step < len(sizes) else m
+        else:
+            m_next = next_size(m, run.n_tr, max_size=run.max_size)
+        gained = fails < GROW_PATIENCE
+        need = run.epoch_cost.predict(m_next, default=0.0) * MIN_EPOCHS + run.reserve(m_next)
+        if m_next > m and gained and not reason.startswith("failed") and reason != "callback" \
+                and run.usable() >= need:
+            Z = add_centers(start.X, loop.best_params.centers, loop.best_params.lengthscale, m_next - m, rng,
+                            how=GROW_FROM)
+            params = loop.best_params.replace(centers=Z)
+            state = None if ADAM_CARRY == "reset" else grow_state(loop.state, m_next, fill=ADAM_CARRY)
+            if hasattr(obj, "reset"):  # a warm start of the old size (stoch-prop's CG variable)
+                obj.reset()
+            switched = run.maybe_switch(name, obj, params, wrt)
+            if switched is not None:
+                name = "stoch-prop"
+                obj, wrt, mask, profile = parts.objective_stage(switched, freeze, start.tracker)
+                run.max_size = run.max_size_for(name)
+            prev_best = min(s.validation_error for s in run.stages)
+            can_grow = sizes is None or step + 1 < len(sizes)
+            loop, reason, err = run.stage(name, obj, wrt, mask, profile, params, state,
+                                          run.allot(m_next, can_grow))
+            step += 1
+            if not math.isnan(err):
+                fails = 0 if err < prev_best * (1.0 - MIN_GAIN) else fails + 1
+            if not math.isnan(err) and err < best_err:
+                best_i, best_err = len(run.stages) - 1, err
+            continue
+        k = best_i if best_i is not None and not math.isnan(best_err) else len(run.stages) - 1
+        loop, obj, _, _, (wrt, mask, profile) = run.results[k]
+        name, reason, m = run.stages[k].objective, run.stages[k].stop_reason, run.stages[k].centers
+        est = run.epoch_cost.predict(m, default=0.0)
+        if reason == "time" and not internal and run.usable() - run.reserve(m) >= 3.0 * est:  # go on with it
+            loop, reason, err = run.stage(name, obj, wrt, mask, profile, loop.last_params, loop.state,
+                                          run.usable() - run.reserve(m))
+            if not math.isnan(err) and err < best_err:
+                best_i, best_err = len(run.stages) - 1, err
+            if reason == "time":
+                break
+            continue
+        break
+    if best_i is None or math.isnan(best_err):
+        best_i = max((i for i, s in enumerate(run.stages) if not s.stop_reason.startswith("failed")),
+                     default=len(run.stages) - 1)
+    loop, obj, model, offset, _ = run.results[best_i]
+    if internal:
+        X_all, y_all = _concat(start.X, start.X_val), _concat(start.y, start.y_val)
+        polished = _polish(run, best_i, X_all, y_all, freeze)
+        if polished is not None:
+            loop, obj, offset = polished
+    params = loop.best_params
+    scores = None
+    if internal:
+        model = run.fit(obj, params, X_all, y_all)
+    elif model is None:
+        model = run.fit(obj, params, start.X, start.y)
+    elif start.task == "regression" and start.y_val is not None:
+        scores = predictive_scores(model, start.X_val, start.y_val)
+    if feature_names is not None:
+        model.feature_names_in_ = feature_names
+    return parts.result(model, params, History(run.records), obj, offset + loop.best_epoch,
+                        run.stages[-1].stop_reason, start.task, budget.now(), validation_scores=scores,
+                        stages=tuple(run.stages))

@@ -1,0 +1,271 @@
+"""tune(..., time_budget=T): the budget holds, centers grow with a warm start, the stages are reported."""
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+import pytest
+
+import nyhopt as nh
+from nyhopt.optim import _budget, _budgeted, adam
+from nyhopt.optim._budget import Budget, SizeCost, check_time_budget
+from nyhopt.optim._grow import add_centers, grow_state, next_size
+from nyhopt.params import Params
+
+
+def _problem(n=600, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+class TickClock:
+    """A simulated clock: every read advances it by ``tick`` seconds (no dependence on the machine's load)."""
+
+    def __init__(self, tick=0.01):
+        self.t, self.tick, self.reads = 0.0, tick, 0
+
+    def __call__(self):
+        self.reads += 1
+        self.t += self.tick
+        return self.t
+
+
+@pytest.fixture
+def tick_clock(monkeypatch):
+    clock = TickClock()
+    monkeypatch.setattr(_budget, "CLOCK", clock)
+    return clock
+
+
+# -- the pieces -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [0, -1.0, math.inf, math.nan, True, "60"])
+def test_time_budget_is_checked_with_its_name(bad):
+    with pytest.raises(ValueError, match="time_budget"):
+        check_time_budget(bad)
+    X, y = _problem(50)
+    with pytest.raises(ValueError, match="time_budget"):
+        nh.tune(X, y, time_budget=bad, progress=False)
+
+
+def test_budget_and_size_cost():
+    ticks = iter([10.0, 12.0, 19.0])
+    b = Budget(8.0, clock=lambda: next(ticks))
+    assert b.now() == 2.0 and b.left() == -1.0
+    c = SizeCost()
+    assert c.predict(100) == math.inf and c.predict(100, default=0.0) == 0.0
+    c.add(100, 1.0)
+    assert c.predict(200) == pytest.approx(4.0)  # one size: quadratic in m
+    c.add(200, 8.0)
+    assert c.predict(400) == pytest.approx(64.0)  # the measured exponent, 3 (the cap)
+    c.add(400, 16.0)
+    assert c.predict(800) == pytest.approx(32.0)  # exponent 1 between the two largest sizes
+
+
+def test_next_size():
+    assert next_size(100, 10_000) == 200
+    assert next_size(700, 1000) == 1000 and next_size(1000, 1000) == 1000
+    assert next_size(100, 10_000, max_size=150) == 150
+
+
+def test_add_centers_keeps_the_old_ones_and_adds_distinct_rows():
+    X = _problem(400)[0][:, :2].copy()
+    Z = X[:10].copy()
+    for how in ("kmeans++", "random"):
+        Z2 = add_centers(X, Z, np.ones(2), 30, np.random.default_rng(1), how=how)
+        assert Z2.shape == (40, 2)
+        np.testing.assert_array_equal(Z2[:10], Z)  # the tuned centers, first and unchanged
+        new = Z2[10:]
+        assert len({tuple(r) for r in new}) == 30  # distinct rows of X
+        assert all(np.any(np.all(X == r, axis=1)) for r in new)
+    np.testing.assert_array_equal(Z, X[:10])  # the input is not modified
+
+
+def test_add_centers_covers_what_the_centers_leave_out():
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(0, 0.1, (500, 1)), rng.normal(20, 0.1, (20, 1))])
+    Z = add_centers(X, np.zeros((1, 1)), np.ones(1), 1, np.random.default_rng(0))
+    assert Z[1, 0] > 10  # D^2 sampling: the far cluster (4% of the rows) is all but certain
+
+
+def test_grow_state_keeps_moments_and_fills_new_rows():
+    p = Params.from_natural(1e-3, [1.0, 2.0], np.zeros((3, 2)))
+    s = adam.init(p)
+    g = Params(np.asarray(0.5), np.array([1.0, -1.0]), np.arange(6.0).reshape(3, 2), np.asarray(0.0))
+    p1, s1 = adam.update(g, s, p)
+    s0 = grow_state(s1, 5)  # the default: new rows start with zero moments
+    np.testing.assert_array_equal(s0.v.centers[:3], s1.v.centers)
+    np.testing.assert_array_equal(s0.m.centers[3:], 0.0)
+    np.testing.assert_array_equal(s0.v.centers[3:], 0.0)
+    s2 = grow_state(s1, 5, fill="mean")
+    assert s2.step == s1.step
+    np.testing.assert_array_equal(s2.m.centers[:3], s1.m.centers)
+    np.testing.assert_array_equal(s2.v.centers[:3], s1.v.centers)
+    np.testing.assert_array_equal(s2.m.centers[3:], 0.0)
+    np.testing.assert_allclose(s2.v.centers[3:], np.broadcast_to(s1.v.centers.mean(axis=0), (2, 2)))
+    assert float(s2.m.log_penalty) == float(s1.m.log_penalty)
+    # an Adam step at the grown size runs
+    p2 = p1.replace(centers=np.vstack([p1.centers, np.ones((2, 2))]))
+    g2 = g.replace(centers=np.ones((5, 2)))
+    adam.update(g2, s2, p2)
+
+
+# -- the budgeted run ------------------------------------------------------------------------------------
+def test_simulated_budget_holds_and_stages_are_reported(tick_clock):
+    X, y = _problem(600)
+    budget = 4.0
+    res = nh.tune(X, y, time_budget=budget, progress=False)
+    assert res.elapsed <= 1.1 * budget  # read from the same (simulated) clock, the final fit included
+    assert res.elapsed >= 0.5 * budget  # and the run used it
+    stages = res.stages
+    assert len(stages) >= 2 and stages[0].centers == 100
+    assert [s.centers for s in stages] == sorted(s.centers for s in stages)
+    assert stages[1].centers == 200
+    assert sum(s.epochs + 1 for s in stages) == len(res.history)
+    assert [s.first_epoch for s in stages] == list(np.cumsum([0] + [s.epochs + 1 for s in stages[:-1]]))
+    assert [r.epoch for r in res.history] == list(range(len(res.history)))
+    grown = [s for s in stages if np.isfinite(s.validation_error)]  # 60 rows held out (10%)
+    assert len(grown) >= len(stages) - 1
+    best = min(grown, key=lambda s: s.validation_error)
+    assert best.centers == res.params.n_centers == res.model.centers_.shape[0]
+    chosen = stages[-1] if math.isnan(stages[-1].validation_error) else best
+    assert chosen.first_epoch <= res.best_epoch <= chosen.first_epoch + chosen.epochs
+    assert res.validation_scores is None  # the final model saw the held-out rows
+    assert f"stages={[s.centers for s in stages]}" in repr(res)
+
+
+def test_last_stage_tunes_the_best_on_all_rows(tick_clock):
+    X, y = _problem(600)
+    res = nh.tune(X, y, time_budget=4.0, epochs=30, progress=False)  # stages end by epochs: time is left
+    *grown, last = res.stages
+    assert len(grown) >= 2 and all(np.isfinite(s.validation_error) for s in grown)
+    assert math.isnan(last.validation_error)  # tuned on all the rows, held-out ones included
+    best = min(grown, key=lambda s: s.validation_error)
+    assert last.centers == best.centers == res.params.n_centers == res.model.centers_.shape[0]
+    assert last.objective == best.objective
+    assert last.first_epoch <= res.best_epoch <= last.first_epoch + last.epochs
+    # it starts at the best stage's best point
+    recs = [res.history[i] for i in range(best.first_epoch, best.first_epoch + best.epochs + 1)]
+    start = res.history[last.first_epoch]
+    assert start.penalty == min(recs, key=lambda r: r.objective).penalty
+    assert res.elapsed <= 1.1 * 4.0
+
+
+def test_growth_is_warm_started(tick_clock):
+    X, y = _problem(600)
+    res = nh.tune(X, y, time_budget=4.0, progress=False)
+    s0, s1 = res.stages[:2]
+    recs0 = [res.history[i] for i in range(s0.first_epoch, s0.first_epoch + s0.epochs + 1)]
+    best0 = min(recs0, key=lambda r: r.objective)
+    start1 = res.history[s1.first_epoch]
+    assert start1.penalty == best0.penalty
+    np.testing.assert_array_equal(start1.lengthscale, best0.lengthscale)
+    assert best0.objective == s0.objective_value
+
+
+def test_fixed_schedule_and_user_validation(tick_clock):
+    X, y = _problem(600)
+    Xv, yv = _problem(200, seed=1)
+    res = nh.tune(X, y, centers=(50, 150), time_budget=8.0, validation=(Xv, yv), progress=False)
+    assert [s.centers for s in res.stages][:2] == [50, 150]
+    assert set(s.centers for s in res.stages) <= {50, 150}
+    assert res.validation_scores is not None and res.validation_scores["rmse"] > 0
+    assert res.model.centers_.shape[0] == res.params.n_centers
+    # the error on the given rows chose the stage; no stage on all the rows (they are the user's)
+    assert all(np.isfinite(s.validation_error) for s in res.stages)
+    best = min(res.stages, key=lambda s: s.validation_error)
+    assert res.params.n_centers == best.centers
+
+
+def test_list_objective_is_chosen_at_the_first_stage(tick_clock):
+    X, y = _problem(600)
+    res = nh.tune(X, y, objective=["prop", "gcv"], time_budget=4.0, progress=False)
+    assert [s.objective for s in res.stages[:2]] == ["prop", "gcv"]
+    assert res.stages[0].centers == res.stages[1].centers == 100
+    first = res.stages[:2]
+    chosen = min(first, key=lambda s: s.validation_error).objective
+    assert all(s.objective == chosen for s in res.stages[2:])
+    assert res.objective.name == chosen
+
+
+def test_switch_to_stoch_prop_keeps_what_was_tuned(tick_clock, monkeypatch):
+    monkeypatch.setattr(_budgeted, "SWITCH_SECONDS", 0.0)
+    monkeypatch.setattr(_budgeted, "SWITCH_FACTOR", 1e9)  # measured faster, whatever the timing
+    X, y = _problem(800)
+    res = nh.tune(X, y, time_budget=4.0, progress=False)
+    names = [s.objective for s in res.stages]
+    assert names[0] == "prop" and "stoch-prop" in names
+    k = names.index("stoch-prop")
+    prev = res.stages[k - 1]
+    recs = [res.history[i] for i in range(prev.first_epoch, prev.first_epoch + prev.epochs + 1)]
+    best = min(recs, key=lambda r: r.objective)
+    assert res.history[res.stages[k].first_epoch].penalty == best.penalty
+    assert res.stages[k].centers == 2 * prev.centers
+
+
+def test_real_clock_budget_holds_loosely():
+    X, y = _problem(800)
+    t0 = time.perf_counter()
+    res = nh.tune(X, y, time_budget=3.0, progress=False)
+    wall = time.perf_counter() - t0
+    assert wall < 3.0 * 1.1 + 3.0  # loose: a loaded machine and a first compilation may add a few seconds
+    assert res.elapsed <= wall and len(res.stages) >= 1
+
+
+def test_without_a_budget_nothing_changes():
+    X, y = _problem(300)
+    a = nh.tune(X, y, centers=20, epochs=6, progress=False)
+    b = nh.tune(X, y, centers=20, epochs=6, progress=False, time_budget=None)
+    c = nh.tune(X, y, centers="auto", epochs=6, progress=False)
+    d = nh.tune(X, y, centers=100, epochs=6, progress=False)
+    np.testing.assert_array_equal(a.history.objective, b.history.objective)
+    np.testing.assert_array_equal(a.params.centers, b.params.centers)
+    np.testing.assert_array_equal(c.history.objective, d.history.objective)
+    assert a.stages == () and c.stages == ()
+
+
+def test_schedule_arguments_are_checked():
+    X, y = _problem(300)
+    with pytest.raises(ValueError, match="time_budget"):
+        nh.tune(X, y, centers=(50, 100), progress=False)
+    with pytest.raises(ValueError, match="increase"):
+        nh.tune(X, y, centers=(100, 50), time_budget=1.0, progress=False)
+    with pytest.raises(ValueError, match="checkpoint"):
+        nh.tune(X, y, time_budget=1.0, checkpoint="x.npz", progress=False)
+    with pytest.raises(ValueError, match="centers"):
+        nh.tune(X, y, centers="many", time_budget=1.0, progress=False)
+
+
+# -- the estimator and the command line -----------------------------------------------------------------
+def test_estimator_time_budget_clones_and_fits(tick_clock):
+    from sklearn.base import clone
+
+    est = nh.HyperoptKRR(time_budget=2.5, epochs=50)
+    assert est.get_params()["time_budget"] == 2.5
+    twin = clone(est)
+    assert twin.get_params()["time_budget"] == 2.5 and twin is not est
+    X, y = _problem(600)
+    twin.fit(X * 3 + 1, y)
+    assert len(twin.stages_) >= 1 and twin.stages_[0].centers == 100
+    assert twin.model_.centers_.shape[0] == twin.params_.n_centers
+    assert nh.HyperoptKRR().get_params()["time_budget"] is None
+
+
+def test_cli_time_budget(tmp_path, tick_clock, capsys):
+    from nyhopt.cli import main
+
+    X, y = _problem(400)
+    path = tmp_path / "d.csv"
+    np.savetxt(path, np.column_stack([X, y]), delimiter=",", header="a,b,c,y", comments="")
+    summary = tmp_path / "s.json"
+    assert main(["tune", str(path), "--target", "y", "--time-budget", "3", "--epochs", "40",
+                 "--out", str(tmp_path / "m.npz"), "--json", str(summary)]) == 0
+    out = capsys.readouterr().out
+    assert "3 s budget" in out and "stage: 100 centers" in out
+    s = json.loads(summary.read_text())
+    assert s["time_budget"] == 3.0 and s["stages"][0]["centers"] == 100
+    with pytest.raises(SystemExit):
+        main(["tune", str(path), "--target", "y", "--time-budget", "-1"])
