@@ -5,7 +5,7 @@ Nystrom centers are learned by gradient descent on a model-selection
 objective whose gradient is written by hand (no autodiff framework).
 Runs on NumPy/SciPy/Numba on the CPU and on CuPy on the GPU.
 """
-from ._config import cache_budget, get_cache_budget, get_memory_budget, memory_budget, set_cache_budget, set_memory_budget
+from .backend._config import cache_budget, get_cache_budget, get_memory_budget, memory_budget, set_cache_budget, set_memory_budget
 from .errors import DataError, IllConditionedError
 from .estimator import NystromKRR, NystromKRRClassifier
 from .hyperopt import HyperoptKRR, HyperoptKRRClassifier

@@ -25,23 +25,23 @@ import warnings
 
 import numpy as np
 
-from ._centers import select_centers
-from ._r2 import r2_combine, r2_from_sums, r2_partials
-from ._scaling import column_mean_std, pow2_scale, standardize
-from ._estimator_params import EstimatorMixin
-from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
-from ._estimator_input import regression_targets
-from ._validation import check_label_kind, check_labels, check_positive, check_real, check_sample_weight, check_targets
+from .models._centers import select_centers
+from .metrics._r2 import r2_combine, r2_from_sums, r2_partials
+from .models._scaling import column_mean_std, pow2_scale, standardize
+from .models._estimator_params import EstimatorMixin
+from .inputs._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
+from .inputs._estimator_input import regression_targets
+from .inputs._validation import check_label_kind, check_labels, check_positive, check_real, check_sample_weight, check_targets
 from .backend import as_native, get_namespace, is_cupy_namespace
 from .kernels import GaussianKernel, Kernel, make_kernel
 from .ops import kmv
-from ._fitted import NotFittedError, check_fitted as _check_fitted
-from ._fitted import as_intercept as _as_intercept, intercept_of as _intercept_of
+from .models._fitted import NotFittedError, check_fitted as _check_fitted
+from .models._fitted import as_intercept as _as_intercept, intercept_of as _intercept_of
 from .placement import on_cluster
 from .solvers import ConvergenceWarning, direct_solve, falkon_solve
 from .posterior import check_variance_model, direct_fit, fit_variance
-from ._predictive import check_flags, set_variance, spread_columns, uncertainty
-from ._intercept import profile_intercept, with_ones
+from .posterior._predictive import check_flags, set_variance, spread_columns, uncertainty
+from .models._intercept import profile_intercept, with_ones
 
 __all__ = [
     "NystromKRR",
@@ -171,7 +171,7 @@ class _NystromBase(EstimatorMixin):
         """``(alpha, c)``: coefficients and the unpenalized constant (float64 NumPy (p,), zeros without it).
 
         With ``fit_intercept`` the system is solved for ``[Y | 1]`` and the
-        constant profiled in closed form (:func:`nyhopt._intercept.profile_intercept`).
+        constant profiled in closed form (:func:`nyhopt.models._intercept.profile_intercept`).
         """
         fi = self.fit_intercept
         if not isinstance(fi, (bool, np.bool_)):
@@ -622,7 +622,7 @@ class NystromKRRClassifier(_NystromBase):
             Column ``k`` is the probability of ``classes_[k]``; on the
             device of the scores (CuPy scores give CuPy probabilities).
         """
-        from ._proba import class_probabilities
+        from .posterior._proba import class_probabilities
 
         if not isinstance(include_latent, (bool, np.bool_)):
             raise TypeError(f"include_latent must be True or False, got {include_latent!r}")

@@ -23,15 +23,15 @@ import warnings
 
 import numpy as np
 
-from ._estimator_params import EstimatorMixin, check_feature_names_arg, check_validation_names
-from ._validation import check_labels, check_matrix
-from ._scaling import column_mean_std, standardize
+from .models._estimator_params import EstimatorMixin, check_feature_names_arg, check_validation_names
+from .inputs._validation import check_labels, check_matrix
+from .models._scaling import column_mean_std, standardize
 from .backend import as_native, get_namespace, to_numpy
 from .placement import on_cluster
-from ._fitted import not_fitted_error as _not_fitted_error
-from ._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
-from ._frame_errors import frame_errors
-from ._estimator_input import regression_targets
+from .models._fitted import not_fitted_error as _not_fitted_error
+from .inputs._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
+from .inputs._frame_errors import frame_errors
+from .inputs._estimator_input import regression_targets
 
 __all__ = ["HyperoptKRR", "HyperoptKRRClassifier"]
 
@@ -40,7 +40,7 @@ def standardization(X):
     """Column means and scales (float64 NumPy arrays; a zero std becomes 1).
 
     Overflow-free for any finite ``X`` (each column is scaled by a power of two
-    near its largest magnitude first, :func:`nyhopt._scaling.column_mean_std`).
+    near its largest magnitude first, :func:`nyhopt.models._scaling.column_mean_std`).
     """
     xp = get_namespace(X)
     mean, scale = column_mean_std(X, xp)
@@ -81,7 +81,7 @@ def _warn_if_centers_in_data_units(centers, Xs, mean, scale):
 def apply_standardization(X, mean, scale):
     """``(X - mean) / scale`` computed in float64 and returned in the dtype of ``X``.
 
-    The difference cannot overflow (:func:`nyhopt._scaling.standardize`); a
+    The difference cannot overflow (:func:`nyhopt.models._scaling.standardize`); a
     value that does not fit the dtype of ``X`` after scaling raises.
 
     Raises

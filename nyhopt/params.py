@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validation import check_lengthscale, check_positive
+from .inputs._validation import check_lengthscale, check_positive
 
 __all__ = ["Params"]
 

@@ -34,7 +34,7 @@ differ by placement before any pass is made:
 """
 from __future__ import annotations
 
-from ._validation import check_matrix
+from .inputs._validation import check_matrix
 from .backend import as_native, get_namespace, to_numpy
 from .distributed._detect import any_dask_array, refuse_dask_objective
 from .ops import operator as _operator

@@ -14,7 +14,7 @@ import numpy as np
 @contextlib.contextmanager
 def split_everything():
     """Make nyhopt cut even tiny operations into chunks on its worker threads."""
-    from nyhopt import _parallel
+    from nyhopt.backend import _parallel
     from nyhopt.ops import _numba
 
     saved = _numba._MIN_CHUNK_ENTRIES, _parallel.MIN_ENTRIES, _parallel.MIN_ROWS
@@ -28,7 +28,7 @@ def split_everything():
 def nyhopt_work(seed: int) -> list[float]:
     """A fit, a chunked Numba product and an exact objective (pool phase); the numbers as a list."""
     import nyhopt as nh
-    from nyhopt._parallel import pool_phase
+    from nyhopt.backend._parallel import pool_phase
 
     rng = np.random.default_rng(seed)
     X = rng.uniform(-1, 1, (240, 2))

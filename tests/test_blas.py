@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 
-from nyhopt import _blas
-from nyhopt._blas import gemm_update, potrf, trmm, trsm
-from nyhopt._threads import _openblas_local_setter, cpu_threads
+from nyhopt.backend import _blas
+from nyhopt.backend._blas import gemm_update, potrf, trmm, trsm
+from nyhopt.backend._threads import _openblas_local_setter, cpu_threads
 
 TOL = {np.float64: 1e-12, np.float32: 2e-5}
 

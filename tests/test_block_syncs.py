@@ -63,7 +63,7 @@ def _loops(xp):
 def test_host_reads_do_not_grow_with_the_blocks(monkeypatch, loop):
     import cupy as cp
 
-    from nyhopt._config import block_rows
+    from nyhopt.backend._config import block_rows
 
     host = getattr(cp, "_HOST", False)
     reads = []
@@ -137,7 +137,7 @@ def test_overflow_guard_once_or_per_block():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_kernel_blocks_equal_kernel_matrix(impl, dtype):
     """Same implementation, same numbers (bit for bit), the worker pool's row split included."""
-    from nyhopt._threads import cpu_threads
+    from nyhopt.backend._threads import cpu_threads
 
     saved = dict(ops.CPU_IMPL)
     ops.set_cpu_impl(None, impl)

@@ -4,7 +4,7 @@ import pytest
 
 import nyhopt as nh
 from nyhopt import ops
-from nyhopt._parallel import pool_phase
+from nyhopt.backend._parallel import pool_phase
 from nyhopt.ops.cached import CachedKernel
 from nyhopt.solvers import falkon_solve
 
@@ -16,7 +16,7 @@ TOL = {np.float64: 1e-12}  # float64 routes; float32 ones are bounded against fl
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("workers", [1, 3])
 def test_products_match_streaming(rng, dtype, workers, monkeypatch):
-    monkeypatch.setattr("nyhopt._parallel.MIN_ENTRIES", 1)
+    monkeypatch.setattr("nyhopt.backend._parallel.MIN_ENTRIES", 1)
     X = rng.uniform(-1, 1, (97, 3)).astype(dtype)
     Z = X[:11].copy()
     kernel = nh.GaussianKernel(np.array([0.7, 1.1, 1.5]))

@@ -885,8 +885,9 @@ def _no_driver_copies(monkeypatch):
     (one entry per output: a row block's partials, or a flag)."""
     import dask
 
-    from nyhopt import _error_metrics, backend, metrics
-    from nyhopt._metric_sums import Partials
+    from nyhopt.metrics import _error_metrics
+    from nyhopt import backend, metrics
+    from nyhopt.metrics._metric_sums import Partials
     from nyhopt.distributed import _rows
 
     def refuse(a, name="array"):

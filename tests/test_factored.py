@@ -17,7 +17,7 @@ import pytest
 
 import nyhopt as nh
 from nyhopt import ops
-from nyhopt._parallel import pool_phase
+from nyhopt.backend._parallel import pool_phase
 from nyhopt.objectives import _exact, holdout
 from nyhopt.objectives._base import params_gradient
 from nyhopt.ops import _factored

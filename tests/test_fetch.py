@@ -1,4 +1,4 @@
-"""Tests of the dataset download cache (nyhopt._fetch) against a local HTTP server.
+"""Tests of the dataset download cache (nyhopt.datasets._fetch) against a local HTTP server.
 
 The server runs on 127.0.0.1 and serves the project's data folder, so no test
 touches the internet.
@@ -15,8 +15,9 @@ import pooch
 import pytest
 
 from conftest import DATA_DIR
-from nyhopt import _fetch, datasets
-from nyhopt._fetch import DatasetChecksumError, DatasetNotAvailableError
+from nyhopt.datasets import _fetch
+from nyhopt import datasets
+from nyhopt.datasets._fetch import DatasetChecksumError, DatasetNotAvailableError
 from nyhopt.datasets import load_dataset
 
 DATA = DATA_DIR

@@ -188,7 +188,7 @@ def test_a_cache_that_cannot_be_written_never_breaks_the_import(tmp_path):
             "c.FunctionCache._impl_class._locator_classes = []  # no writable place anywhere\n"
             "import numpy as np, nyhopt as nh\n"
             "from nyhopt.ops import _numba\n"
-            "from nyhopt._compile_notice import notice_text\n"
+            "from nyhopt.backend._compile_notice import notice_text\n"
             "print(_numba.DISK_CACHE, _numba._chunk(1, 4, 100))  # a loop compiles and runs without the cache\n"
             "print(notice_text())\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
@@ -201,7 +201,7 @@ def test_a_cache_that_cannot_be_written_never_breaks_the_import(tmp_path):
 def test_compile_notice_once_and_only_when_nyhopt_compiles():
     import numba
 
-    from nyhopt._compile_notice import compile_notice
+    from nyhopt.backend._compile_notice import compile_notice
     from nyhopt.ops import _numba
 
     out = io.StringIO()

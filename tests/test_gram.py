@@ -4,7 +4,7 @@ import pytest
 
 import nyhopt as nh
 from nyhopt import ops
-from nyhopt._parallel import pool_phase, sum_ranges
+from nyhopt.backend._parallel import pool_phase, sum_ranges
 from nyhopt.ops.cached import CachedKernel
 from nyhopt.ops.gram import gram_matrix
 from nyhopt.ops import gram as gram_mod

@@ -165,8 +165,8 @@ def test_residual_adjoint_matches_the_explicit_cotangent(rng, monkeypatch, kind,
 
 def test_residual_adjoint_on_the_worker_pool(rng):
     """Row ranges on nyhopt's workers (a "pool" phase) add up to the one-range result."""
-    from nyhopt import _parallel
-    from nyhopt._threads import cpu_threads
+    from nyhopt.backend import _parallel
+    from nyhopt.backend._threads import cpu_threads
 
     kernel, X, Z, P0, B, Q = _residual_problem(rng, "matern52", True, np.float64, n=4003, m=40)
     one = ops.adjoint_residual(kernel, X, Z, P0, B, Q)

@@ -72,7 +72,7 @@ def test_split_half_represents_columns_to_float32_accuracy(rng):
 @pytest.mark.parametrize("kind", ["gaussian", "laplacian", "matern32", "matern52"])
 def test_products_of_the_rounded_matrix(rng, kind, monkeypatch):
     """Each product is the float32 product of the float16 matrix, and within 1e-3 of the exact one."""
-    monkeypatch.setattr("nyhopt._parallel.MIN_ENTRIES", 1)  # several row ranges
+    monkeypatch.setattr("nyhopt.backend._parallel.MIN_ENTRIES", 1)  # several row ranges
     X = rng.uniform(-1.5, 1.5, (9001, 3)).astype(np.float32)
     Z = X[:37].copy()
     kernel = nh.make_kernel(kind, np.array([0.7, 1.3, 1.1]))

@@ -53,7 +53,7 @@ def test_block_partials_combine_to_the_one_block_values():
     """The partial sums of row blocks (one task each on a cluster) combine to the metrics of the whole
     arrays (one block, the in-memory path): blocks of very different magnitudes (their own powers of
     two), an empty block, 2-D blocks; the value checks raise in order whichever block fails them."""
-    from nyhopt._metric_sums import block_partials, combine
+    from nyhopt.metrics._metric_sums import block_partials, combine
 
     rng = np.random.default_rng(3)
     y, mean = rng.normal(size=(2, 300))

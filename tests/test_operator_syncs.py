@@ -84,7 +84,7 @@ def test_host_reads_per_cg_iteration_are_cgs_own(monkeypatch, dtype):
 @pytest.mark.parametrize("pool", [False, True])
 def test_streaming_products_equal_the_public_functions(monkeypatch, impl, dtype, pool):
     """Same implementation, same numbers (bit for bit): the unchecked forms and the worker pool's split."""
-    from nyhopt._threads import cpu_threads
+    from nyhopt.backend._threads import cpu_threads
 
     for name in ops.CPU_IMPL:
         monkeypatch.setitem(ops.CPU_IMPL, name, impl)

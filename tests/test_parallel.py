@@ -1,12 +1,13 @@
-"""Row-range parallelism (nyhopt._parallel) gives the same numbers as one range."""
+"""Row-range parallelism (nyhopt.backend._parallel) gives the same numbers as one range."""
 import threading
 
 import numpy as np
 import pytest
 
 import nyhopt as nh
-from nyhopt import _parallel, ops
-from nyhopt._parallel import map_ranges, pool_phase
+from nyhopt.backend import _parallel
+from nyhopt import ops
+from nyhopt.backend._parallel import map_ranges, pool_phase
 
 OBJECTIVES = ["holdout", "loocv", "gcv", "creg", "sgpr", "prop"]
 
@@ -78,7 +79,7 @@ def test_exact_objectives_split_match_one_range(rng, split_everything, monkeypat
     monkeypatch.setenv("NYHOPT_THREAD_POLICY", "0")  # no pool: one range
     v1, g1 = obj.value_and_grad(params)
     monkeypatch.setenv("NYHOPT_THREAD_POLICY", "1")
-    monkeypatch.setattr("nyhopt._threads.pool_workers", lambda: 3)
+    monkeypatch.setattr("nyhopt.backend._threads.pool_workers", lambda: 3)
     v2, g2 = obj.value_and_grad(params)
     assert v2 == pytest.approx(v1, rel=1e-12)
     for field in ("log_penalty", "log_lengthscale", "centers"):
@@ -104,7 +105,7 @@ def _ranges_in_child():
 def test_map_chunks_waits_for_every_chunk_before_raising():
     import time
 
-    from nyhopt._parallel import map_chunks
+    from nyhopt.backend._parallel import map_chunks
 
     done = []
 

@@ -221,7 +221,7 @@ def test_frame_errors_at_predict_and_for_missing_values():
         warnings.simplefilter("ignore", UserWarning)  # fitted with names
         with pytest.raises(ValueError, match=r"^X contains NaN or infinity \(first at X\[3, 0\]\)$"):
             model.predict(bare)
-    from nyhopt._frame_errors import frame_problem
+    from nyhopt.inputs._frame_errors import frame_problem
 
     assert frame_problem(df, "X") is None  # a clean frame: other errors pass unchanged
 

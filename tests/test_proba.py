@@ -9,7 +9,7 @@ from scipy.special import ndtr
 
 import nyhopt as nh
 from nyhopt.backend import gpu_available
-from nyhopt._proba import class_probabilities
+from nyhopt.posterior._proba import class_probabilities
 from nyhopt.estimator import NotFittedError
 
 

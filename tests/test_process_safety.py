@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import nyhopt as nh
-from nyhopt import _blas, _parallel
-from nyhopt._parallel import map_chunks, pool_phase
-from nyhopt._threads import _openblas_get_num_threads, _openblas_local_setter, cpu_threads
+from nyhopt.backend import _blas, _parallel
+from nyhopt.backend._parallel import map_chunks, pool_phase
+from nyhopt.backend._threads import _openblas_get_num_threads, _openblas_local_setter, cpu_threads
 from nyhopt.ops import _numba
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -1,10 +1,10 @@
-"""R^2 from partial sums of row blocks (nyhopt._r2): any split of the rows gives the value of one block."""
+"""R^2 from partial sums of row blocks (nyhopt.metrics._r2): any split of the rows gives the value of one block."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from nyhopt._r2 import r2_combine, r2_from_sums, r2_partials
+from nyhopt.metrics._r2 import r2_combine, r2_from_sums, r2_partials
 
 
 def _reference(Y, P, w):

@@ -4,7 +4,7 @@ import threading
 import numpy as np
 import pytest
 
-from nyhopt._parallel import pool_phase
+from nyhopt.backend._parallel import pool_phase
 from nyhopt.objectives._mm import DEPENDS, SmallAlgebra
 
 
@@ -93,7 +93,7 @@ def test_unknown_key_is_a_key_error(rng):
 
 def test_alongside_runs_its_ranges_on_its_own_thread(rng):
     """A task that splits rows (map_ranges) must not hand a range to the worker that computes matrices."""
-    from nyhopt._parallel import active_workers, map_ranges
+    from nyhopt.backend._parallel import active_workers, map_ranges
 
     mm = SmallAlgebra(*_factors(rng), np)
     seen = []

@@ -1,11 +1,11 @@
-"""Argument checks of nyhopt._validation and their use at the public entry points (issue #15)."""
+"""Argument checks of nyhopt.inputs._validation and their use at the public entry points (issue #15)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import nyhopt as nh
-from nyhopt._validation import check_labels, check_lengthscale, check_positive, check_real, is_bool
+from nyhopt.inputs._validation import check_labels, check_lengthscale, check_positive, check_real, is_bool
 
 BOOLS = [True, False, np.True_, np.array(True)]
 

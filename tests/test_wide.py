@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import nyhopt as nh
-from nyhopt._parallel import pool_phase
+from nyhopt.backend._parallel import pool_phase
 from nyhopt.objectives import _exact
 from nyhopt.objectives._wide import wide_t_times_thin, wide_times_thin
 

@@ -163,7 +163,7 @@ class FlopFloorP1:
         ops.kernel_matrix(self.kernel, self.Z, self.X, out=self.KT, copy=self.KT2)
 
     def time_triangular_solve(self, threads):
-        from nyhopt._blas import trsm
+        from nyhopt.backend._blas import trsm
 
         self.A[...] = self.K
         trsm(self.L, self.A, lower=True, overwrite_b=True)
@@ -190,7 +190,7 @@ class SmallAlgebraP1:
 
     def setup(self, workers):
         import nyhopt as nh
-        from nyhopt._threads import cpu_threads
+        from nyhopt.backend._threads import cpu_threads
         from nyhopt.datasets import synthetic
         from nyhopt.objectives import _exact
 
@@ -202,8 +202,8 @@ class SmallAlgebraP1:
         self.time_prefetch_with_fit(workers)  # warm up
 
     def time_prefetch_with_fit(self, workers):
-        from nyhopt._parallel import pool_phase
-        from nyhopt._threads import cpu_threads
+        from nyhopt.backend._parallel import pool_phase
+        from nyhopt.backend._threads import cpu_threads
         from nyhopt.objectives import _exact
         from nyhopt.objectives._mm import SmallAlgebra
 

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from .._compile_notice import compile_notice
+from ..backend._compile_notice import compile_notice
 from . import _paths
 from ._common import CLIError, require
 from ._device import array_module, to_host

@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from .._compile_notice import compile_notice
+from ..backend._compile_notice import compile_notice
 from . import _paths
 from ._common import CLIError
 from ._device import array_module, model_to, to_host

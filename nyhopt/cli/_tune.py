@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from .._compile_notice import compile_notice
+from ..backend._compile_notice import compile_notice
 from . import _paths
 from ._common import (CLIError, clean_floats, fmt_error, json_default, note, require, say, split_names,
                       target_values)

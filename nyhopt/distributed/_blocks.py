@@ -10,7 +10,7 @@ import numpy as np
 from ..ops import gram as _gram
 from ..ops._blocks import KernelBlocks
 from ..ops.operator import column_stats, target_sums
-from .._validation import check_matrix, check_targets
+from ..inputs._validation import check_matrix, check_targets
 from ..backend import get_namespace, to_numpy
 
 __all__ = ["prepare_block", "block_normal", "block_gram", "block_kmtv", "block_kmv", "block_moments",

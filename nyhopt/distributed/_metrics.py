@@ -1,4 +1,4 @@
-"""The metrics of dask arrays: the partial sums of :mod:`nyhopt._metric_sums`, one task per row block.
+"""The metrics of dask arrays: the partial sums of :mod:`nyhopt.metrics._metric_sums`, one task per row block.
 
 :mod:`nyhopt.metrics` and :mod:`nyhopt.datasets` come here when an input is a
 dask array.  Every input is placed on the row blocks of the first dask one
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 
-from .._metric_sums import block_partials
+from ..metrics._metric_sums import block_partials
 from ._detect import is_dask_array
 from ._rows import known_rows, on_rows, per_row_block
 
@@ -26,7 +26,7 @@ def known_shapes(*arrays):
 
 
 def partials_dask(kind, like, *others, z=None):
-    """:func:`~nyhopt._metric_sums.block_partials` of every row block (a list, in row order), one compute.
+    """:func:`~nyhopt.metrics._metric_sums.block_partials` of every row block (a list, in row order), one compute.
 
     Parameters
     ----------

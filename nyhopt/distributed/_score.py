@@ -1,4 +1,4 @@
-"""``NystromKRR.score`` for a dask ``X``: the partial sums of :mod:`nyhopt._r2`, one task per row block.
+"""``NystromKRR.score`` for a dask ``X``: the partial sums of :mod:`nyhopt.metrics._r2`, one task per row block.
 
 Every block of the predictions (``predict`` of the dask ``X``, never
 computed as a whole) meets the same rows of ``y`` and of the weights in one
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._r2 import r2_combine, r2_partials
-from .._validation import check_sample_weight, check_target_layout
+from ..metrics._r2 import r2_combine, r2_partials
+from ..inputs._validation import check_sample_weight, check_target_layout
 from ..backend import as_native, get_namespace, to_namespace, to_numpy
 from ._detect import is_dask_array
 from ._rows import on_rows, per_row_block
@@ -31,7 +31,7 @@ def _rows_like(a, name, n, rows):
 
 
 def _block_partials(P, Y, w):
-    """:func:`nyhopt._r2.r2_partials` of one row block, in the array module of the predictions."""
+    """:func:`nyhopt.metrics._r2.r2_partials` of one row block, in the array module of the predictions."""
     xp = get_namespace(P)
 
     def here(a):  # host targets or weights for device predictions, or the reverse

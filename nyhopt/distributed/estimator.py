@@ -13,11 +13,11 @@ import warnings
 import numpy as np
 
 from .. import ops
-from .._centers import select_centers
-from .._validation import check_matrix
+from ..models._centers import select_centers
+from ..inputs._validation import check_matrix
 from ..backend import get_namespace, to_numpy
-from .._fitted import as_intercept, check_fitted, intercept_of
-from .._predictive import set_variance
+from ..models._fitted import as_intercept, check_fitted, intercept_of
+from ..posterior._predictive import set_variance
 from ..posterior import block_whitened, check_variance_model, latent_variance, variance_model
 from ..solvers import jitter
 from ..solvers.direct import kmm_upper
@@ -146,7 +146,7 @@ def std_dask(est, X, include_noise):
 
 
 def _profile_intercept(data, kernel, Z, alpha, penalty):
-    """``(alpha_c, c)`` from ``alpha`` of ``[Y | 1]`` (:func:`nyhopt._intercept.profile_intercept` on the blocks)."""
+    """``(alpha_c, c)`` from ``alpha`` of ``[Y | 1]`` (:func:`nyhopt.models._intercept.profile_intercept` on the blocks)."""
     p = alpha.shape[1] - 1
     s = data.reduce(_blocks.block_intercept_stats, data.broadcast((kernel, Z)), alpha)[0]  # R^T r_1
     return intercept_from_stats(s[:p], float(s[p]), alpha[:, :p], alpha[:, p], kernel, Z, data.n, penalty)

@@ -29,7 +29,7 @@ import dask.array as da
 import distributed
 import numpy as np
 
-from .._validation import check_matrix
+from ..inputs._validation import check_matrix
 from ..backend import get_namespace, is_cupy_namespace
 from ..ops import gram as _gram
 from ..ops.operator import FitPass, check_policy, gram_now, gram_stats, gram_stats_trusted
@@ -168,7 +168,7 @@ class ShardedData:
         NaN/inf in a block, no or a closed client), with the argument named.
     """
 
-    #: The driver does ``m x m`` work only (:mod:`nyhopt._threads`).
+    #: The driver does ``m x m`` work only (:mod:`nyhopt.backend._threads`).
     driver_engine = "pool"
 
     def __init__(self, X, y=None, *, client=None, reducer=None, retries=2):

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_lengthscale, check_matrix
+from ..inputs._validation import check_lengthscale, check_matrix
 from ..backend import get_namespace
 from ..ops import adjoint_dense, adjoint_lowrank, kernel_matrix
 from ..ops._grad import KernelGrad

@@ -92,8 +92,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import check_matrix, check_positive, check_targets, reject_bool
-from .._threads import cpu_threads
+from ..inputs._validation import check_matrix, check_positive, check_targets, reject_bool
+from ..backend._threads import cpu_threads
 from ..backend import device_memory_advice, format_bytes, get_namespace, to_numpy
 from ..kernels import Kernel, KernelGrad, make_kernel
 from ..kernels._base import check_finite_grad
@@ -410,11 +410,11 @@ class Objective:
     #: The mean of the model when ``mean`` is not given: "zero" (targets as they are) or
     #: "constant" (an unpenalized intercept profiled at every evaluation, docs/objectives.md).
     default_mean = "zero"
-    #: CPU engine that keeps its threads during an evaluation (see :mod:`nyhopt._threads`).
+    #: CPU engine that keeps its threads during an evaluation (see :mod:`nyhopt.backend._threads`).
     cpu_engine = "pool"
 
     def _cpu_engine(self, params):
-        """The CPU engine (:mod:`nyhopt._threads`) of an evaluation at ``params``: :attr:`cpu_engine`."""
+        """The CPU engine (:mod:`nyhopt.backend._threads`) of an evaluation at ``params``: :attr:`cpu_engine`."""
         return self.cpu_engine
 
     def __init__(self, X, y, kernel="gaussian", *, mean=None, noise_variance=1.0, random_state=None):

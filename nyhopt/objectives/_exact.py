@@ -44,9 +44,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._blas import gemm_update, potrf, trsm
-from .._config import block_rows
-from .._parallel import active_workers, map_chunks, map_ranges, min_rows, pool_phase
+from ..backend._blas import gemm_update, potrf, trsm
+from ..backend._config import block_rows
+from ..backend._parallel import active_workers, map_chunks, map_ranges, min_rows, pool_phase
 from ..backend import is_cupy_namespace
 from ..errors import IllConditionedError
 from ..ops import kernel_matrix
@@ -76,7 +76,7 @@ __all__ = [
 ]
 
 
-# -- small linear algebra (NumPy's own BLAS on the CPU, see nyhopt._blas; cupyx on the GPU) ---
+# -- small linear algebra (NumPy's own BLAS on the CPU, see nyhopt.backend._blas; cupyx on the GPU) ---
 def cholesky(a, xp, what="K_mm + jitter*I"):
     """Lower Cholesky factor of the symmetric positive definite ``a``."""
     try:
@@ -108,7 +108,7 @@ def add_outer(G, P, Q, xp):
     """``G += P @ Q.T`` in place (``G`` (n, m), ``P`` (n, r), ``Q`` (m, r)).
 
     On the CPU this is one BLAS ``gemm`` with ``beta = 1`` writing into ``G``
-    (no ``n x m`` temporary, :func:`nyhopt._blas.gemm_update`).
+    (no ``n x m`` temporary, :func:`nyhopt.backend._blas.gemm_update`).
     """
     if is_cupy_namespace(xp):
         G += P @ Q.T.astype(G.dtype)

@@ -30,14 +30,14 @@ and the gradient of one evaluation share them (the value's
 :math:`\\mathrm{Tr}\\,H = \\langle C^{-1}S, C^{-1}\\rangle` computes :math:`C^{-1}`,
 which the gradient reuses).
 :meth:`SmallAlgebra.prefetch` computes a set of them on nyhopt's worker
-threads in a pool phase (:mod:`nyhopt._parallel`), each worker taking the
+threads in a pool phase (:mod:`nyhopt.backend._parallel`), each worker taking the
 next matrix whose inputs are known: these products are too small for a
 threaded BLAS call to pay, but two of them run side by side, and beside the
 fit of the targets (an ``n``-sized pass that the caller hands over as
 ``alongside``), which would otherwise leave the second core idle.
 
 Every product with a triangular factor is a ``trmm`` (half the flops of a
-general product; :func:`nyhopt._blas.trmm`); on the GPU they are plain
+general product; :func:`nyhopt.backend._blas.trmm`); on the GPU they are plain
 products (the factors have exact zeros in their other triangle).  All
 matrices are float64.
 """
@@ -45,8 +45,8 @@ from __future__ import annotations
 
 import threading
 
-from .._blas import trmm, trsm
-from .._parallel import active_workers, map_chunks, pool_phase
+from ..backend._blas import trmm, trsm
+from ..backend._parallel import active_workers, map_chunks, pool_phase
 from ..backend import is_cupy_namespace
 
 __all__ = ["SmallAlgebra", "DEPENDS"]

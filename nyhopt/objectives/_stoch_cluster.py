@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_positive, reject_bool
+from ..inputs._validation import check_positive, reject_bool
 from ..kernels import make_kernel
 from ._base import check_mean
 from ._stoch_options import STREAM_PROBES

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import check_real
+from ..inputs._validation import check_real
 from ..ops.cached import check_cache_policy
 from ._trace import PROBE_KINDS, keyed_generator, sample_rows
 

@@ -3,7 +3,7 @@
 Triangular solves with ``n`` right-hand sides (:func:`solve_lower_inplace`,
 :func:`solve_lower_copy`), Gram products (:func:`gram`) and products of a
 wide ``m x n`` matrix with thin ones (:func:`wide_times_thin`,
-:func:`wide_t_times_thin`); in a pool phase (:mod:`nyhopt._parallel`) they
+:func:`wide_t_times_thin`); in a pool phase (:mod:`nyhopt.backend._parallel`) they
 run on column or row ranges of the wide matrix, one range per worker.
 
 Thin products.  The exact objectives multiply :math:`A = L^{-1}K^\\top` (``m x n``) and the
@@ -14,7 +14,7 @@ for one column: for ``r = 2`` or ``3`` its ``gemm`` took 2 to 4 times as long
 as ``r`` matrix-vector products (``docs/performance-ops.md``).  So on the
 CPU each column is its own matrix-vector product; :func:`wide_t_times_thin`
 cuts the ``n`` rows into ranges on nyhopt's worker pool (a pool phase,
-:mod:`nyhopt._parallel`) and :func:`wide_times_thin` deals the columns to it.
+:mod:`nyhopt.backend._parallel`) and :func:`wide_times_thin` deals the columns to it.
 On the GPU both are one product.
 
 Examples
@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._blas import trsm
-from .._parallel import active_workers, map_chunks, map_ranges, min_rows
+from ..backend._blas import trsm
+from ..backend._parallel import active_workers, map_chunks, map_ranges, min_rows
 from ..backend import is_cupy_namespace
 
 __all__ = ["column_sumsq", "gram", "solve_lower_copy", "solve_lower_inplace", "wide_times_thin", "wide_t_times_thin"]
@@ -111,7 +111,7 @@ def solve_lower_inplace(L, B, xp, trans=False):
 
     The result has the dtype of ``B``.  On the CPU this is BLAS ``trsm`` in
     place, on column ranges of ``B`` run by the worker pool
-    (:mod:`nyhopt._parallel`) in a pool phase.
+    (:mod:`nyhopt.backend._parallel`) in a pool phase.
     """
     if is_cupy_namespace(xp) or not B.flags.c_contiguous:
         return _tri_solve(L, B, xp, trans=trans)

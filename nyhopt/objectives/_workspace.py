@@ -24,7 +24,7 @@ import threading
 
 import numpy as np
 
-from .._config import get_memory_budget
+from ..backend._config import get_memory_budget
 from ..backend import is_cupy_namespace
 
 __all__ = ["Workspace", "workspace_of"]

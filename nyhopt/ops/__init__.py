@@ -9,7 +9,7 @@ dispatch to one implementation:
   (:mod:`nyhopt.ops._numba`, fused loops).
 
 Row blocks are sized from the memory budget (:func:`nyhopt.set_memory_budget`).
-Inside a ``"pool"`` phase (:mod:`nyhopt._threads`, the exact objectives) the
+Inside a ``"pool"`` phase (:mod:`nyhopt.backend._threads`, the exact objectives) the
 kernel matrix, ``kmv`` and the adjoints cut the rows of ``X`` into ranges
 that run on nyhopt's worker threads; ``kmtv`` and ``normal_matvec`` are not
 split, so that their float32 results keep a single float64 accumulation.
@@ -24,9 +24,9 @@ import importlib
 
 import numpy as np
 
-from .. import _parallel
-from .._parallel import active_workers, map_ranges, min_rows
-from .._validation import check_matrix
+from ..backend import _parallel
+from ..backend._parallel import active_workers, map_ranges, min_rows
+from ..inputs._validation import check_matrix
 from ..backend import get_namespace, is_cupy_namespace
 from ._grad import KernelGrad
 from . import _reference

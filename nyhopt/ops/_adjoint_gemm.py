@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._config import block_rows
+from ..backend._config import block_rows
 from ..backend import is_cupy_namespace
 from ._cuda_compile import get_function
 from ._reference import residual_block

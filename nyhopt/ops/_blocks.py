@@ -63,7 +63,7 @@ class KernelBlocks:
     X : array (n, d)
     Z : array (m, d)
     checked : bool, default False
-        ``X`` and ``Z`` are validated already (:func:`nyhopt._validation.check_matrix`,
+        ``X`` and ``Z`` are validated already (:func:`nyhopt.inputs._validation.check_matrix`,
         ``Z`` in the dtype of ``X``): only the lengthscales are checked.
 
     Attributes

@@ -50,7 +50,7 @@ import os
 
 import numpy as np
 
-from .._config import block_rows
+from ..backend._config import block_rows
 from ._grad import KernelGrad
 from . import _reference
 from ._cuda_compile import KINDS, get_function

@@ -5,7 +5,7 @@
 with :math:`\\partial k(X, Z)`, the cotangent of the exact objectives
 (:math:`G_{nm} = A^T W + \\ldots`, :mod:`nyhopt.objectives._exact`).  The
 rows are cut into blocks of :data:`FACTORED_BLOCK`: a block of ``G`` is
-formed by BLAS products (NumPy's library, :mod:`nyhopt._blas`) in a buffer
+formed by BLAS products (NumPy's library, :mod:`nyhopt.backend._blas`) in a buffer
 that stays in cache and contracted at once, so no ``n x m`` array is
 written or read back.
 
@@ -21,7 +21,7 @@ Two contractions:
 * otherwise the row loop of :func:`nyhopt.ops._numba.adjoint_dense`, which
   evaluates :math:`\\varphi'` row by row, on each block.
 
-Row ranges run on nyhopt's worker pool (:func:`nyhopt._parallel.map_ranges`)
+Row ranges run on nyhopt's worker pool (:func:`nyhopt.backend._parallel.map_ranges`)
 with their own float64 accumulators, summed in range order.
 """
 from __future__ import annotations
@@ -29,8 +29,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .._blas import gemm_update
-from .._parallel import map_ranges, min_rows
+from ..backend._blas import gemm_update
+from ..backend._parallel import map_ranges, min_rows
 from ._grad import KernelGrad
 from ._numba import _check_wrt, _setup, adjoint_dense
 from ._numba_base import _LOOP
@@ -190,7 +190,7 @@ def adjoint_factored(kernel, X, Z, products, P, Q, ell, xp, wrt=("lengthscale", 
     kernel and ``KT`` the block is formed transposed and contracted by
     :func:`_gaussian_columns` (:math:`\\varphi'` read from ``KT``, sums over
     rows in registers); otherwise by the row loop of :func:`adjoint_dense`.
-    Row ranges run on nyhopt's worker pool (:func:`nyhopt._parallel.map_ranges`).
+    Row ranges run on nyhopt's worker pool (:func:`nyhopt.backend._parallel.map_ranges`).
     """
     need_z, need_ell, need_x = _check_wrt(wrt)
     code, Xc, ell_full, Zt = _setup(kernel, X, Z, ell)

@@ -16,7 +16,7 @@ Rows of ``X`` are split into one contiguous chunk per Numba thread
 ``parallel=True``, used normally, and as a plain ``nogil`` loop, used in a
 forked child.  Numba's OpenMP threading layer is not fork-safe (a forked
 child that enters a ``prange`` loop is killed), so there the chunks run on
-nyhopt's own worker threads (:func:`nyhopt._parallel.map_chunks`), which
+nyhopt's own worker threads (:func:`nyhopt.backend._parallel.map_chunks`), which
 are rebuilt after a fork.  A thread walks its rows and, for row ``i``,
 computes the whole row of scaled squared distances from coordinate
 differences,
@@ -79,8 +79,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .._config import get_memory_budget
-from .._parallel import in_forked_child, map_chunks
+from ..backend._config import get_memory_budget
+from ..backend._parallel import in_forked_child, map_chunks
 from ._grad import KernelGrad
 from . import _reference
 from ._numba_base import (_EXACT, _LOOP, _PAR, _S_CAP, _SQRT3, _SQRT5, DISK_CACHE, KIND_CODES, _ChunkLoop,  # noqa: F401

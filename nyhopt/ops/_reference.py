@@ -14,7 +14,7 @@ rounding error of float32 does not grow with the number of blocks.
 """
 from __future__ import annotations
 
-from .._config import block_rows
+from ..backend._config import block_rows
 from ._grad import KernelGrad
 
 __all__ = [

@@ -13,7 +13,7 @@ otherwise (:class:`nyhopt.ops.operator.KernelOperator`).
 Sums over the rows are accumulated in float64 across fixed row ranges
 (added in row order, so the rounding does not depend on the thread count),
 as in the streaming operations; within a range the products see the data dtype.  In a
-``"pool"`` phase (:mod:`nyhopt._threads`) the row ranges run on nyhopt's
+``"pool"`` phase (:mod:`nyhopt.backend._threads`) the row ranges run on nyhopt's
 worker threads.
 
 Examples
@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._config import block_rows, cache_fits
-from .._parallel import map_ranges, min_rows, sum_ranges
+from ..backend._config import block_rows, cache_fits
+from ..backend._parallel import map_ranges, min_rows, sum_ranges
 from ..backend import get_namespace, is_cupy_namespace
 from . import _operand, half, kernel_matrix
 from ._blocks import KernelBlocks

@@ -43,9 +43,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._config import block_rows
-from .._parallel import sum_ranges
-from .._threads import cpu_threads
+from ..backend._config import block_rows
+from ..backend._parallel import sum_ranges
+from ..backend._threads import cpu_threads
 from ..backend import is_cupy_namespace
 from . import _operand, _prepare
 from ._blocks import KernelBlocks
@@ -143,7 +143,7 @@ def gram_matrix(kernel, X, Z, U=None, *, tensor_cores=None):
     Costs :math:`n m (m + 2k)` flops and one kernel evaluation per entry.
     On a GPU with float32 data it is :func:`nyhopt.ops.gram8.gram_matrix8`
     or :func:`nyhopt.ops.gram16.gram_matrix16` as ``tensor_cores`` (or :data:`TENSOR_CORES`) says.
-    On the CPU it runs as a ``"pool"`` phase (:mod:`nyhopt._threads`): the
+    On the CPU it runs as a ``"pool"`` phase (:mod:`nyhopt.backend._threads`): the
     kernel blocks and the rank updates are split over nyhopt's worker threads.
     """
     xp, X, Z, _ = _prepare(kernel, X, Z, (U, "U"))

@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._config import block_rows
+from ..backend._config import block_rows
 from ..backend import is_cupy_namespace
 from . import _operand, _prepare, _reference
 from .half import join_half, sgemm_ex, split_half

@@ -71,7 +71,7 @@ import warnings
 
 import numpy as np
 
-from .._config import block_rows
+from ..backend._config import block_rows
 from ..backend import is_cupy_namespace
 from . import _cublas, _operand, _prepare, _reference
 

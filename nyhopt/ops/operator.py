@@ -60,9 +60,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._threads import cpu_threads
-from .._validation import check_matrix, check_targets
-from .._config import get_cache_budget, get_memory_budget
+from ..backend._threads import cpu_threads
+from ..inputs._validation import check_matrix, check_targets
+from ..backend._config import get_cache_budget, get_memory_budget
 from ..backend import DeviceMemoryError, device_memory_advice, format_bytes, get_namespace, is_cupy_namespace
 from . import _adjoint_lowrank, _adjoint_residual, adjoint_lowrank, adjoint_residual
 from ._blocks import KernelBlocks
@@ -397,7 +397,7 @@ class KernelOperator:
         (:func:`gram_pays`: a measured constant on the CPU, a cost model on a
         GPU), ``False`` never.
     checked : bool, default False
-        ``X`` and ``Z`` are valid already (:func:`nyhopt._validation.check_matrix`,
+        ``X`` and ``Z`` are valid already (:func:`nyhopt.inputs._validation.check_matrix`,
         ``Z`` in the dtype of ``X``; :func:`nyhopt.placement.kernel_operator`
         checks them).  Otherwise the first streaming product checks them.
         Either way they are checked once, not at every product: the
@@ -566,7 +566,7 @@ class KernelOperator:
 
     @property
     def engine(self):
-        """The CPU engine of the products (:mod:`nyhopt._threads`): ``"pool"`` for matrix products."""
+        """The CPU engine of the products (:mod:`nyhopt.backend._threads`): ``"pool"`` for matrix products."""
         return "pool" if self.cache is not None or self.gram_policy is True else "numba"
 
     def _phase(self):

@@ -47,7 +47,7 @@ import statistics
 
 import numpy as np
 
-from .._estimator_params import check_feature_names_arg
+from ..models._estimator_params import check_feature_names_arg
 from ..backend import get_namespace, to_numpy
 from ..placement import on_cluster
 from ._budget import Budget, SizeCost, Stage, check_time_budget

@@ -14,8 +14,8 @@ import numbers
 
 import numpy as np
 
-from .._centers import as_generator
-from .._scaling import pow2_scale
+from ..models._centers import as_generator
+from ..models._scaling import pow2_scale
 from ..backend import get_namespace
 from ..placement import take_rows
 

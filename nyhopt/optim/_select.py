@@ -56,8 +56,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import check_labels, check_matrix
-from .._frame_errors import frame_errors
+from ..inputs._validation import check_labels, check_matrix
+from ..inputs._frame_errors import frame_errors
 from ..backend import as_native, get_namespace, to_numpy
 from ..params import Params
 from ..placement import check_objective, on_cluster
@@ -279,7 +279,7 @@ def tune_by_validation(tune, options):
         one (the message names ``validation``), and whatever
         :func:`nyhopt.tune` refuses.
     """
-    from .._centers import fit_centers
+    from ..models._centers import fit_centers
 
     t_start = time.perf_counter()
     state = options["random_state"]

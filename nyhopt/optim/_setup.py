@@ -11,8 +11,8 @@ import numbers
 
 import numpy as np
 
-from .._centers import fit_centers
-from .._validation import check_lengthscale, check_matrix
+from ..models._centers import fit_centers
+from ..inputs._validation import check_lengthscale, check_matrix
 from ..kernels import Kernel
 from ..params import Params
 from ..placement import driver_array

@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._scaling import column_mean_std, standardize as _standardize
-from .._validation import check_targets
+from ..models._scaling import column_mean_std, standardize as _standardize
+from ..inputs._validation import check_targets
 from ..backend import get_namespace, to_numpy
 
 __all__ = ["TASKS", "TargetEncoding", "resolve_task", "encode_targets", "decode_predictions"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import get_namespace, to_namespace, to_numpy
-from .._intercept import profile_intercept, with_ones
+from ..models._intercept import profile_intercept, with_ones
 from ..ops import kmv
 from ._targets import TargetEncoding, decode_predictions
 

@@ -5,7 +5,7 @@ import numbers
 
 import numpy as np
 
-from .._validation import check_real
+from ..inputs._validation import check_real
 from ..kernels import Kernel
 from . import adam
 from ._setup import check_dtype

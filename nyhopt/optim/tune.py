@@ -25,9 +25,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._estimator_params import check_feature_names_arg, check_validation_names
-from .._validation import check_label_kind, check_labels, check_matrix
-from .._frame_errors import frame_errors
+from ..models._estimator_params import check_feature_names_arg, check_validation_names
+from ..inputs._validation import check_label_kind, check_labels, check_matrix
+from ..inputs._frame_errors import frame_errors
 from ..backend import as_native, get_namespace, is_cupy_namespace, to_numpy
 from ..kernels import Kernel, make_kernel
 from ..params import Params

@@ -2,13 +2,13 @@
 
 The GPU path imports ``cupyx.scipy.linalg`` lazily: it needs the CUDA
 libraries, which a CPU-only installation of CuPy lacks.  The CPU path stays in
-NumPy's own BLAS (:mod:`nyhopt._blas` explains why SciPy's is avoided).
+NumPy's own BLAS (:mod:`nyhopt.backend._blas` explains why SciPy's is avoided).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .._blas import potrf, trsm
+from ..backend._blas import potrf, trsm
 from ..backend import is_cupy_namespace
 from ..errors import IllConditionedError
 

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import check_real
+from ..inputs._validation import check_real
 from ..backend import get_namespace, to_numpy
 
 __all__ = ["CGResult", "conjugate_gradient"]

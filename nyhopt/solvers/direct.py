@@ -23,9 +23,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._config import block_rows
-from .._validation import check_matrix, check_positive, check_targets
-from .._threads import cpu_threads
+from ..backend._config import block_rows
+from ..inputs._validation import check_matrix, check_positive, check_targets
+from ..backend._threads import cpu_threads
 from ..backend import get_namespace
 from ..ops import kernel_matrix
 from ..ops._blocks import KernelBlocks

@@ -45,8 +45,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import check_matrix, check_positive, check_real
-from .._threads import cpu_threads
+from ..inputs._validation import check_matrix, check_positive, check_real
+from ..backend._threads import cpu_threads
 from ..backend import device_memory_advice, get_namespace
 from ..ops import kernel_matrix
 from ..ops.operator import stream_memory_advice

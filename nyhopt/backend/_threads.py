@@ -23,7 +23,7 @@ restores it, whatever the order of entries and exits.
   predictions); BLAS calls run single-threaded, Numba keeps its threads;
 * ``"pool"``: the exact objectives; BLAS and Numba both run single-threaded
   and the large row-wise operations are split over nyhopt's own worker
-  threads (:mod:`nyhopt._parallel`), as many as the smaller of the two
+  threads (:mod:`nyhopt.backend._parallel`), as many as the smaller of the two
   pools had, so nothing spins while the other works.
 
 Nothing changes for CuPy inputs, nor for the user's own calls made
@@ -31,7 +31,7 @@ outside nyhopt's functions.  ``NYHOPT_THREAD_POLICY=0`` turns the policy off.
 
 Examples
 --------
->>> from nyhopt._threads import cpu_threads
+>>> from nyhopt.backend._threads import cpu_threads
 >>> with cpu_threads("blas"):
 ...     pass
 """

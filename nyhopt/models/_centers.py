@@ -6,8 +6,8 @@ import warnings
 
 import numpy as np
 
-from ._validation import check_matrix
-from .backend import is_cupy_namespace
+from ..inputs._validation import check_matrix
+from ..backend import is_cupy_namespace
 
 __all__ = ["as_generator", "select_centers", "fit_centers"]
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._estimator_params import feature_names
+from ..models._estimator_params import feature_names
 from ._frame_errors import frame_errors
 from ._validation import check_matrix
-from .backend import as_native, get_namespace, is_cupy_namespace
+from ..backend import as_native, get_namespace, is_cupy_namespace
 
 __all__ = ["DataConversionWarning", "as_array", "check_X"]
 

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from .errors import DataError
+from ..errors import DataError
 
 __all__ = ["FORMAT", "VERSION", "KERNELS", "ESTIMATORS", "read_npz", "validate_state"]
 
@@ -191,7 +191,7 @@ def validate_state(state: dict, path: str) -> dict:
         out["feature_names"] = names
     if "target_name" in state:
         out["target_name"] = f.text("target_name")
-    if "params" in state:  # optional: the constructor parameters (JSON text, nyhopt._model_params)
+    if "params" in state:  # optional: the constructor parameters (JSON text, nyhopt.io._model_params)
         out["params"] = f.text("params")
     return out
 

@@ -12,7 +12,7 @@ over all values, divided by their number on the host:
 the coverage counts :math:`|y_i - \mu_i| \le z\sigma_i`, the mean of ``nrmse``
 is :math:`s_y \sum_i (y_i/s_y) / n`, and ``c_error`` counts wrong labels.
 :math:`s` is a power of two near the largest magnitude of the operands
-(:func:`nyhopt._scaling.pow2_scale`): dividing by it is exact, so for
+(:func:`nyhopt.models._scaling.pow2_scale`): dividing by it is exact, so for
 ordinary values these are bit for bit the plain formulas, and for finite
 values near the float64 limit (or below its normal range) nothing overflows
 or flushes to zero.
@@ -37,8 +37,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._scaling import pow2_scale
-from .backend import get_namespace, to_namespace, to_numpy
+from ..models._scaling import pow2_scale
+from ..backend import get_namespace, to_namespace, to_numpy
 
 __all__ = ["Partials", "block_partials", "combine", "MESSAGES"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import to_numpy
+from ..backend import to_numpy
 
 __all__ = ["pow2_scale", "column_mean_std", "standardize"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import get_namespace
-from .posterior import check_variance_model, latent_covariance, latent_variance
+from ..backend import get_namespace
+from . import check_variance_model, latent_covariance, latent_variance
 
 __all__ = ["check_flags", "set_variance", "uncertainty", "spread_columns"]
 

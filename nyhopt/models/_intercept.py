@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import get_namespace, to_numpy
-from .ops import kernel_matrix, kmv
-from .solvers import jitter
+from ..backend import get_namespace, to_numpy
+from ..ops import kernel_matrix, kmv
+from ..solvers import jitter
 
 __all__ = ["with_ones", "profile_intercept"]
 

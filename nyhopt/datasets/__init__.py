@@ -3,7 +3,7 @@
 The real datasets are read in place from a local data folder (one sub-folder
 per dataset, the files kept exactly as obtained; see ``shared/data/README.md``)
 or, when there is none, downloaded once into a per-user cache from pinned URLs
-and checked against their SHA-256 (``nyhopt._fetch`` lists the sources and
+and checked against their SHA-256 (``nyhopt.datasets._fetch`` lists the sources and
 licenses: UCI, LIBSVM, StatLib). They are preprocessed as in the paper's
 appendix:
 
@@ -47,7 +47,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _fetch
-from ._error_metrics import c_error, nrmse, rmse
+from ..metrics._error_metrics import c_error, nrmse, rmse
 from ._parsers import read_abalone as _read_abalone
 from ._parsers import read_dense_csv as _read_dense_csv
 from ._parsers import read_energy as _read_energy
@@ -89,7 +89,7 @@ _SPECS = {
 _ENV_VAR = "NYHOPT_DATA"
 
 
-# --------------------------------------------------------------------------- metrics (nyhopt._error_metrics)
+# --------------------------------------------------------------------------- metrics (nyhopt.metrics._error_metrics)
 _METRICS = {"nrmse": nrmse, "c-error": c_error, "rmse": rmse}
 
 
@@ -157,7 +157,7 @@ class Dataset(NamedTuple):
         >>> ds.to_original([0.0, 1.0])
         array([3., 5.])
         """
-        from .backend import to_numpy
+        from ..backend import to_numpy
 
         return to_numpy(y, dtype=np.float64) * self.y_std + self.y_mean
 
@@ -214,7 +214,7 @@ def available_datasets() -> list[str]:
 
 
 def _repo_root() -> Path:
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def find_data_dir(data_dir=None) -> Path:
@@ -280,7 +280,7 @@ def _local_data_dir(data_dir=None):
     return None
 
 
-# --------------------------------------------------------------------------- reading (nyhopt._parsers)
+# --------------------------------------------------------------------------- reading (nyhopt.datasets._parsers)
 
 
 def _read_one(name, path):

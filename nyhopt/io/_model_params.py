@@ -20,7 +20,7 @@ import numbers
 import numpy as np
 
 from ._model_file import KERNELS
-from .errors import DataError
+from ..errors import DataError
 
 __all__ = ["kernel_name", "encode_params", "decode_params"]
 
@@ -40,7 +40,7 @@ def kernel_name(kernel) -> str:
 
 
 def _encode(value):
-    from .kernels import Kernel
+    from ..kernels import Kernel
 
     if value is None or isinstance(value, (bool, np.bool_, str)):
         return value.item() if isinstance(value, np.bool_) else value
@@ -86,7 +86,7 @@ def encode_params(params: dict) -> str:
 
 
 def _decode(value, path):
-    from .kernels import make_kernel
+    from ..kernels import make_kernel
 
     if isinstance(value, list):
         return [_decode(v, path) for v in value]

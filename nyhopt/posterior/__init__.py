@@ -56,14 +56,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._config import block_rows
-from ._threads import cpu_threads
-from ._validation import check_real
-from .backend import get_namespace, to_numpy
-from .ops import kernel_matrix
-from .ops._blocks import KernelBlocks
-from .objectives._exact import cholesky, tri_solve
-from .solvers.direct import direct_factors, kmm_upper, whitened_moments
+from ..backend._config import block_rows
+from ..backend._threads import cpu_threads
+from ..inputs._validation import check_real
+from ..backend import get_namespace, to_numpy
+from ..ops import kernel_matrix
+from ..ops._blocks import KernelBlocks
+from ..objectives._exact import cholesky, tri_solve
+from ..solvers.direct import direct_factors, kmm_upper, whitened_moments
 
 __all__ = ["VarianceModel", "kmm_lower", "whitened_moments", "variance_model", "direct_fit", "fit_variance",
            "latent_variance", "latent_covariance", "amplitude_from_fit", "block_whitened", "check_variance_model"]

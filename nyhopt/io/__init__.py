@@ -36,7 +36,7 @@ and read with ``allow_pickle=False``: nothing in it can execute code.  Keys:
                     ``intercept + f``); ``fit_intercept`` bool.  Optional: files
                     without them load with ``y_mean`` (``normalize_y``) or 0
 ``params``          JSON text: the estimator's constructor parameters
-                    (``get_params(deep=False)``, :mod:`nyhopt._model_params`),
+                    (``get_params(deep=False)``, :mod:`nyhopt.io._model_params`),
                     which the loaded estimator gets back.  Optional: files
                     without it load with the parameters the fields give
 ``meta_*``          free-form summary (objective name, epochs, ...)
@@ -55,8 +55,8 @@ from ._model_file import FORMAT, VERSION, read_npz, validate_state
 from ._model_params import decode_params, encode_params
 from ._model_params import kernel_name as _kernel_name
 from ._table_file import read_text
-from .backend import to_numpy
-from .errors import DataError
+from ..backend import to_numpy
+from ..errors import DataError
 
 __all__ = ["DataError", "Table", "read_csv", "column_index", "numeric_columns", "save_model", "load_model"]
 
@@ -278,7 +278,7 @@ def _labels_array(classes):
 
 
 def _intercept_of(model):
-    from .estimator import _intercept_of as of
+    from ..estimator import _intercept_of as of
 
     c = of(model)
     p = 1 if model.alpha_.ndim == 1 else model.alpha_.shape[1]
@@ -345,9 +345,9 @@ def _inner_from_state(state, classifier, params=None):
     ``params``: the estimator's own constructor parameters (a ``NystromKRR*``
     file's ``params`` field), which replace the ones rebuilt from the fields.
     """
-    from ._predictive import set_variance
-    from .estimator import NystromKRR, NystromKRRClassifier, _as_intercept
-    from .kernels import make_kernel
+    from ..posterior._predictive import set_variance
+    from ..estimator import NystromKRR, NystromKRRClassifier, _as_intercept
+    from ..kernels import make_kernel
 
     lengthscale = state["lengthscale"]
     kernel = make_kernel(state["kernel"], lengthscale if lengthscale.size > 1 else float(lengthscale[0]))
@@ -380,7 +380,7 @@ def _inner_from_state(state, classifier, params=None):
     model.converged_ = True
     vm = None
     if "var_chol" in state:
-        from .posterior import VarianceModel, kmm_lower
+        from ..posterior import VarianceModel, kmm_lower
 
         L = kmm_lower(kernel, centers, centers.dtype, np)  # as at fit: the same kernel, centers and jitter
         vm = VarianceModel(L, state["var_chol"], float(state["var_n_lam"]), float(state["var_amplitude"]))
@@ -392,9 +392,9 @@ def _inner_from_state(state, classifier, params=None):
 
 def _model_from_state(state, path):
     """Rebuild the saved estimator (fitted) from the checked fields of a file."""
-    from .hyperopt import HyperoptKRR, HyperoptKRRClassifier
+    from ..hyperopt import HyperoptKRR, HyperoptKRRClassifier
 
-    from .estimator import NystromKRR, NystromKRRClassifier
+    from ..estimator import NystromKRR, NystromKRRClassifier
 
     name = state["estimator"]
     classifier = name.endswith("Classifier")

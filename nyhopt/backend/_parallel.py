@@ -1,6 +1,6 @@
 """Row-range parallelism on nyhopt's own worker threads.
 
-Inside a ``cpu_threads("pool")`` phase (:mod:`nyhopt._threads`), OpenBLAS
+Inside a ``cpu_threads("pool")`` phase (:mod:`nyhopt.backend._threads`), OpenBLAS
 and Numba run single-threaded and the large operations of the exact
 objectives are cut into contiguous row ranges that run concurrently on a
 small pool of Python threads (NumPy, the ctypes BLAS calls and the Numba
@@ -15,11 +15,11 @@ of Numba's ``prange``: Numba's OpenMP threading layer is not fork-safe (a
 forked child that runs a ``prange`` loop is killed), whereas these
 executors are rebuilt in a forked child.  Tasks run in a copy of the
 submitting thread's :mod:`contextvars` context, so the caller's settings
-(the memory budget of :mod:`nyhopt._config`) hold inside the workers.
+(the memory budget of :mod:`nyhopt.backend._config`) hold inside the workers.
 
 Examples
 --------
->>> from nyhopt._parallel import map_ranges
+>>> from nyhopt.backend._parallel import map_ranges
 >>> map_ranges(lambda lo, hi: hi - lo, 10)
 [10]
 """

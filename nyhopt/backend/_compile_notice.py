@@ -26,7 +26,7 @@ def notice_text() -> str:
     True
     """
     try:
-        from .ops._numba import DISK_CACHE
+        from ..ops._numba import DISK_CACHE
     except ImportError:  # pragma: no cover - a broken Numba install fails later, with its own message
         DISK_CACHE = True
     if DISK_CACHE:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import get_namespace, is_cupy_namespace, to_numpy
+from ..backend import get_namespace, is_cupy_namespace, to_numpy
 
 __all__ = ["class_probabilities"]
 

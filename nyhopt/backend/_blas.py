@@ -24,7 +24,7 @@ the fallback.
 Examples
 --------
 >>> import numpy as np
->>> from nyhopt._blas import trsm
+>>> from nyhopt.backend._blas import trsm
 >>> L = np.array([[2.0, 0.0], [1.0, 1.0]])
 >>> trsm(L, np.array([[2.0], [3.0]]))  # L^{-1} b
 array([[1.],

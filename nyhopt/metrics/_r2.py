@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._scaling import pow2_scale
-from .backend import get_namespace, to_numpy
+from ..models._scaling import pow2_scale
+from ..backend import get_namespace, to_numpy
 
 __all__ = ["R2Partials", "r2_partials", "r2_combine", "r2_from_sums"]
 

@@ -5,7 +5,7 @@ machine without a GPU or without NVRTC gives a line that says so, never an excep
 
 Examples
 --------
->>> from nyhopt._info import gather, format_text
+>>> from nyhopt.backend._info import gather, format_text
 >>> info = gather(compile_cuda=False)
 >>> info["nyhopt"] == __import__("nyhopt").__version__
 True
@@ -120,7 +120,7 @@ def _cuda_compile(cupy_installed=True):
     if not cupy_installed:
         return NO_GPU_SUPPORT
     try:
-        from .ops import _cuda_compile as cc
+        from ..ops import _cuda_compile as cc
 
         for source in sorted(cc.SOURCES):
             cc.nvrtc_compile(cc.read_source(source), cc.name_expressions(source, "float64"))
@@ -134,7 +134,7 @@ def _numba_cache():
     try:
         from numba.core.caching import FunctionCache
 
-        from .ops import _numba
+        from ..ops import _numba
 
         if not _numba.DISK_CACHE:
             return "off (no writable cache folder: the loops are compiled in every process; set NUMBA_CACHE_DIR)"
@@ -172,7 +172,7 @@ def _threads():
 def _nyhopt_config():
     import os
 
-    from . import get_memory_budget
+    from .. import get_memory_budget
     from ._threads import pool_workers
 
     out = {"memory_budget_bytes": get_memory_budget()}
@@ -198,7 +198,7 @@ def gather(compile_cuda=True) -> dict:
     dict
         Flat mapping of item to value (str, int or ``None`` for a package that is not installed).
     """
-    from . import __version__
+    from .. import __version__
 
     info = {"python": f"{platform.python_version()} ({platform.python_implementation()}, {platform.platform()})",
             "nyhopt": __version__}

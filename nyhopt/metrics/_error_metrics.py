@@ -3,7 +3,7 @@
 Host float64 arithmetic on NumPy or CuPy inputs (copied to the host), with
 the input checks every metric shares.  Dask arrays are reduced on the cluster
 instead, one task per row block in the array module of the predictions'
-chunks: the checks and the partial sums of :mod:`nyhopt._metric_sums` (the
+chunks: the checks and the partial sums of :mod:`nyhopt.metrics._metric_sums` (the
 in-memory path is its one-block case), a few numbers per block to this
 process.
 """
@@ -14,8 +14,8 @@ import math
 import numpy as np
 
 from ._metric_sums import block_partials, combine
-from ._validation import numbers_from_objects
-from .backend import as_native, get_namespace, is_dask_array, to_numpy
+from ..inputs._validation import numbers_from_objects
+from ..backend import as_native, get_namespace, is_dask_array, to_numpy
 
 __all__ = ["rmse", "nrmse", "c_error"]
 
@@ -27,7 +27,7 @@ def _raise(exc, placed):
     as in memory; on dask arrays that is one compute, on this error path only.
     """
     if any(is_dask_array(arr) for _, arr in placed):
-        from .distributed._metrics import all_finite
+        from ..distributed._metrics import all_finite
 
         finite = all_finite(*(arr for _, arr in placed))
     else:
@@ -66,7 +66,7 @@ def _as_real_array(a, name, on_cluster, placed):
 
 
 def _metric(kind, y_true, y_pred):
-    """The metric ``kind`` (:func:`nyhopt._metric_sums.combine`) of ``y_true`` against ``y_pred``.
+    """The metric ``kind`` (:func:`nyhopt.metrics._metric_sums.combine`) of ``y_true`` against ``y_pred``.
 
     In memory the inputs are float64 host arrays of one shape, one block;
     with a dask input, every input goes on the row blocks of the first dask
@@ -78,7 +78,7 @@ def _metric(kind, y_true, y_pred):
     y_true = _as_real_array(y_true, "y_true", on_cluster, placed)
     y_pred = _as_real_array(y_pred, "y_pred", on_cluster, placed)
     if on_cluster:
-        from .distributed._metrics import known_shapes
+        from ..distributed._metrics import known_shapes
 
         y_true, y_pred = known_shapes(y_true, y_pred)
         placed = list(zip(("y_true", "y_pred"), (y_true, y_pred)))
@@ -96,7 +96,7 @@ def _metric(kind, y_true, y_pred):
     else:
         size = y_true.size
     if on_cluster:
-        from .distributed._metrics import partials_dask
+        from ..distributed._metrics import partials_dask
 
         parts = partials_dask(kind, y_pred, y_true)
     else:

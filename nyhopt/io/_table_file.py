@@ -14,7 +14,7 @@ import lzma
 import zipfile
 import zlib
 
-from .errors import DataError
+from ..errors import DataError
 
 __all__ = ["COMPRESSIONS", "read_text", "describe_binary"]
 

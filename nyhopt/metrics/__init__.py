@@ -36,14 +36,14 @@ import math
 import numpy as np
 
 from ._metric_sums import block_partials, combine
-from ._validation import numbers_from_objects
-from .backend import as_native, get_namespace, is_dask_array, to_namespace
+from ..inputs._validation import numbers_from_objects
+from ..backend import as_native, get_namespace, is_dask_array, to_namespace
 
 __all__ = ["rmse", "nlpd", "coverage"]
 
 
 def _metric(kind, y, mean, std=None, z=None):
-    """The metric ``kind`` (:func:`nyhopt._metric_sums.combine`) of ``y`` against ``mean`` (and ``std``).
+    """The metric ``kind`` (:func:`nyhopt.metrics._metric_sums.combine`) of ``y`` against ``mean`` (and ``std``).
 
     The inputs are float64 arrays of one shape in the array module of
     ``mean``; a mismatch names the argument.  Then the value checks (``std >
@@ -70,7 +70,7 @@ def _metric(kind, y, mean, std=None, z=None):
     y = placed(y, "y")
     mean = placed(mean, "mean")
     if on_cluster:
-        from .distributed._metrics import known_shapes
+        from ..distributed._metrics import known_shapes
 
         y, mean = known_shapes(y, mean)
     if y.size == 0:
@@ -89,7 +89,7 @@ def _metric(kind, y, mean, std=None, z=None):
             raise ValueError(f"std has shape {tuple(std.shape)} but mean has shape {tuple(mean.shape)}")
         names += ("std",)
     if on_cluster:
-        from .distributed._metrics import partials_dask
+        from ..distributed._metrics import partials_dask
 
         parts = partials_dask(kind, mean, y, std, z=z)
     else:
