@@ -14,7 +14,7 @@ Modes (``python asv_bench/gpu_pieces.py MODE [--tiny]``; ``gpu_report.py`` runs 
   (Frobenius, and the mean diagonal bias scaled to n = 1e7 beside
   :math:`n\lambda = 1`).  JSON to ``$OUT/gram_sweep.json``.
 * ``higgs [budget]``: 20 Adam steps of stoch-prop with default settings at the
-  HIGGS setting (synthetic data of ``gpu_report._synthetic_gpu``), then the value
+  HIGGS setting (synthetic data of ``gpu_data.synthetic_gpu``), then the value
   of the float64-Gram route (``gram=True``, tensor cores off) at the SAME
   parameters of several steps (as many as ``budget`` seconds allow; each within
   0.5%?), and the test error on 1e5 held-out rows of a Falkon fit at the final
@@ -248,9 +248,9 @@ def _heldout(xp, n, n_test, d, seed):
     """Rows of the HIGGS-shaped synthetic problem: (X, y) for tuning, (Xt, yt) held out."""
     if xp is not np:
         sys.path.insert(0, os.path.dirname(__file__))
-        from gpu_report import _synthetic_gpu
+        from gpu_data import synthetic_gpu
 
-        X, y = _synthetic_gpu(n + n_test, d, seed, xp.float32)
+        X, y = synthetic_gpu(n + n_test, d, seed, xp.float32)
     else:
         rs = np.random.default_rng(seed)
         X = rs.uniform(-1.5, 1.5, (n + n_test, d)).astype(np.float32)

@@ -47,6 +47,8 @@ import traceback
 
 import numpy as np
 
+from gpu_data import synthetic_gpu
+
 
 def _median_time(fn, sync, repeat):
     fn()
@@ -146,19 +148,6 @@ def _half_cache_passes(kern, X, Z, V, U, sync, repeat):
     return "; ".join(out)
 
 
-def _synthetic_gpu(n, d, seed, dtype):
-    """BENCHMARKS.md's target on the first 7 of ``d`` uniform columns, made on the GPU; y standardized."""
-    import cupy as cp
-
-    rs = cp.random.RandomState(seed)
-    X = rs.uniform(-1.5, 1.5, (n, d), dtype=dtype)
-    x = [X[:, j].astype(cp.float64) for j in range(7)]
-    f = (cp.sin(3 * x[0]) + cp.cos(2 * x[1]) + 0.5 * x[2] * x[3] + 0.3 * x[4] ** 2 + 0.2 * cp.sin(5 * x[5])
-         + 0.1 * x[6])
-    y = f + 0.1 * rs.standard_normal(n)
-    return X, ((y - y.mean()) / y.std()).astype(dtype)
-
-
 def higgs_tuning(card, budget=120.0, steps=20):
     """Adam steps of stoch-prop at the HIGGS size, per route; 20 steps measured or projected."""
     import cupy as cp
@@ -173,7 +162,7 @@ def higgs_tuning(card, budget=120.0, steps=20):
     free = cp.cuda.Device().mem_info[0]
     # data (d + 1 columns) and the solve's n x (t + 1) arrays, a few times over, in 60% of free memory
     n = int(min(10_000_000, 0.6 * free / ((d + 1 + 6 * (t + 1)) * 4)) // 1000 * 1000)
-    X, y = _synthetic_gpu(n, d, 1234, cp.float32)
+    X, y = synthetic_gpu(n, d, 1234, cp.float32)
     # (label, options, Gram matrix on tensor cores)
     routes = (("streaming", dict(kernel_cache=False, gram=False), True),
               ("streaming, extrapolated warm start", dict(kernel_cache=False, gram=False, warm_start="extrapolate"),
@@ -223,7 +212,7 @@ def exact_step_vs_gpytorch(card, repeat=5):
 
     sync = cp.cuda.Device().synchronize
     n, m, d = 1_000_000, 1000, 28
-    X, y = _synthetic_gpu(n, d, 1234, cp.float32)
+    X, y = synthetic_gpu(n, d, 1234, cp.float32)
     theta = nh.Params.from_natural(penalty=1.0 / n, lengthscale=np.full(d, 4.0), centers=X[:m])
     for name in ("prop", "sgpr"):
         def run(name=name):

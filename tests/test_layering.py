@@ -203,3 +203,90 @@ def test_only_placement_asks_what_kind_of_array_it_holds():
     bad = sorted(str(p.relative_to(ROOT)) for p in ALL_FILES
                  if p not in allowed and (PACKAGE / "distributed") not in p.parents and _asks_array_kind(p))
     assert not bad, f"{bad} import the dask-array detection: ask nyhopt.placement instead"
+
+
+def test_backend_detection_counts_as_asking_the_kind(tmp_path):
+    pkg = tmp_path / "nyhopt" / "metrics"
+    pkg.mkdir(parents=True)
+    (pkg / "probe.py").write_text("from ..backend import as_native, is_dask_array\n")
+    assert _asks_array_kind(pkg / "probe.py", tmp_path) or _imports_backend_detection(pkg / "probe.py", tmp_path)
+
+
+def _imports_backend_detection(path, root=ROOT):
+    """Whether ``path`` imports ``is_dask_array`` from ``nyhopt.backend`` (the array-module helpers use it
+    themselves; everyone else asks :mod:`nyhopt.placement`)."""
+    package = ".".join(path.relative_to(root).parent.parts)
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom):
+            stem = node.module or ""
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                stem = ".".join(base + ([node.module] if node.module else []))
+            if stem == "nyhopt.backend" and any(alias.name == "is_dask_array" for alias in node.names):
+                return True
+    return False
+
+
+def test_only_placement_uses_the_backends_dask_test():
+    allowed = {PACKAGE / "placement.py"}
+    bad = sorted(str(p.relative_to(ROOT)) for p in ALL_FILES
+                 if p not in allowed and (PACKAGE / "distributed") not in p.parents
+                 and (PACKAGE / "backend") not in p.parents and _imports_backend_detection(p))
+    assert not bad, f"{bad} test for dask arrays themselves: ask nyhopt.placement.on_cluster instead"
+
+
+# -- the layout: a small ground floor, subpackages by concern -------------------------------------------
+def test_the_package_root_keeps_its_public_face_only():
+    """At most 8 modules at the root of ``nyhopt/`` (docs/dev/architecture.md, "The floors")."""
+    modules = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(modules) <= 8, f"{len(modules)} modules at the package root: {modules}"
+
+
+@pytest.mark.parametrize("package", sorted(p.parent for p in PACKAGE.rglob("__init__.py")),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_subpackage_says_what_it_owns_and_stays_small(package):
+    init = package / "__init__.py"
+    doc = ast.get_docstring(ast.parse(init.read_text()))
+    assert doc and len(doc.split()) >= 5, f"{init.relative_to(ROOT)} needs a docstring saying what it owns"
+    modules = list(package.glob("*.py"))
+    assert len(modules) <= 20, f"{package.relative_to(ROOT)} holds {len(modules)} modules: split it by concern"
+
+
+# -- no circles among the benchmark and GPU scripts either -----------------------------------------------
+BENCH = ROOT / "asv_bench"
+
+
+def _script_graph(folder=BENCH):
+    """Edges script -> the other scripts of ``folder`` (and of its ``benchmarks`` package) that it imports."""
+    files = sorted(folder.glob("*.py")) + sorted((folder / "benchmarks").glob("*.py"))
+    names = {p.stem if p.parent == folder else f"benchmarks.{p.stem}".removesuffix(".__init__"): p for p in files}
+    graph = {}
+    for name, path in names.items():
+        out = set()
+        package = "benchmarks" if name.startswith("benchmarks") else ""
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                stem = node.module or ""
+                if node.level:
+                    stem = ".".join(filter(None, [package, stem]))
+                targets = [f"{stem}.{alias.name}" if f"{stem}.{alias.name}" in names else stem for alias in node.names]
+            else:
+                continue
+            out.update(t for t in targets if t in names and t != name)
+        graph[name] = out
+    return graph
+
+
+def test_no_import_circles_among_the_benchmark_scripts():
+    circles = _circles(_script_graph())
+    assert not circles, "import circles in asv_bench/: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+def test_script_circle_finder_sees_a_circle(tmp_path):
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "a.py").write_text("def f():\n    import b\n")
+    (tmp_path / "b.py").write_text("from a import f\n")
+    assert _circles(_script_graph(tmp_path)) == [["a", "b"]]

@@ -37,7 +37,8 @@ import numpy as np
 
 from ._metric_sums import block_partials, combine
 from ..inputs._validation import numbers_from_objects
-from ..backend import as_native, get_namespace, is_dask_array, to_namespace
+from ..backend import as_native, get_namespace, to_namespace
+from ..placement import on_cluster
 
 __all__ = ["rmse", "nlpd", "coverage"]
 
@@ -53,23 +54,23 @@ def _metric(kind, y, mean, std=None, z=None):
     first dask input, in the array module of the predictions' chunks
     (:mod:`nyhopt.distributed._metrics`).
     """
-    on_cluster = any(is_dask_array(a) for a in (y, mean, std))
-    if not on_cluster:
+    cluster = on_cluster(y, mean, std)
+    if not cluster:
         xp = get_namespace(as_native(mean, "mean"))
 
     def placed(a, name):  # in memory, y and std follow mean across host and device
-        if not is_dask_array(a):
+        if not on_cluster(a):
             a = as_native(a, name)
             a = numbers_from_objects(a if hasattr(a, "dtype") else np.asarray(a), name)
-            if not on_cluster:
+            if not cluster:
                 a = to_namespace(a, xp)
         if a.dtype.kind not in "biuf":
             raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
-        return a if on_cluster else a.astype(np.float64)
+        return a if cluster else a.astype(np.float64)
 
     y = placed(y, "y")
     mean = placed(mean, "mean")
-    if on_cluster:
+    if cluster:
         from ..distributed._metrics import known_shapes
 
         y, mean = known_shapes(y, mean)
@@ -83,12 +84,12 @@ def _metric(kind, y, mean, std=None, z=None):
     names = ("y", "mean")
     if std is not None:
         std = placed(std, "std")
-        if on_cluster:
+        if cluster:
             (std,) = known_shapes(std)
         if std.shape != mean.shape:
             raise ValueError(f"std has shape {tuple(std.shape)} but mean has shape {tuple(mean.shape)}")
         names += ("std",)
-    if on_cluster:
+    if cluster:
         from ..distributed._metrics import partials_dask
 
         parts = partials_dask(kind, mean, y, std, z=z)

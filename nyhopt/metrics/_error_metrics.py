@@ -15,7 +15,8 @@ import numpy as np
 
 from ._metric_sums import block_partials, combine
 from ..inputs._validation import numbers_from_objects
-from ..backend import as_native, get_namespace, is_dask_array, to_numpy
+from ..backend import as_native, get_namespace, to_numpy
+from ..placement import on_cluster
 
 __all__ = ["rmse", "nrmse", "c_error"]
 
@@ -26,7 +27,7 @@ def _raise(exc, placed):
     The values of an argument are checked before anything about the next one,
     as in memory; on dask arrays that is one compute, on this error path only.
     """
-    if any(is_dask_array(arr) for _, arr in placed):
+    if any(on_cluster(arr) for _, arr in placed):
         from ..distributed._metrics import all_finite
 
         finite = all_finite(*(arr for _, arr in placed))
@@ -38,11 +39,11 @@ def _raise(exc, placed):
     raise exc
 
 
-def _as_real_array(a, name, on_cluster, placed):
+def _as_real_array(a, name, cluster, placed):
     try:
-        if is_dask_array(a):
+        if on_cluster(a):
             arr = a
-        elif on_cluster:  # NumPy or CuPy as they are: the tasks take them to the predictions' module
+        elif cluster:  # NumPy or CuPy as they are: the tasks take them to the predictions' module
             arr = as_native(a, name)
             arr = arr if hasattr(arr, "dtype") else np.asarray(arr)
         else:
@@ -59,7 +60,7 @@ def _as_real_array(a, name, on_cluster, placed):
         _raise(TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}"), placed)
     if arr.ndim not in (1, 2):
         _raise(ValueError(f"{name} must be 1-D (n,) or 2-D (n, p), got shape {arr.shape}"), placed)
-    if not on_cluster:
+    if not cluster:
         arr = arr.astype(np.float64, copy=False)
     placed.append((name, arr))
     return arr
@@ -73,11 +74,11 @@ def _metric(kind, y_true, y_pred):
     one (the predictions', else the targets'), one task per block in the
     array module of its predictions (``nyhopt.distributed._metrics``).
     """
-    on_cluster = is_dask_array(y_true) or is_dask_array(y_pred)
+    cluster = on_cluster(y_true, y_pred)
     placed = []
-    y_true = _as_real_array(y_true, "y_true", on_cluster, placed)
-    y_pred = _as_real_array(y_pred, "y_pred", on_cluster, placed)
-    if on_cluster:
+    y_true = _as_real_array(y_true, "y_true", cluster, placed)
+    y_pred = _as_real_array(y_pred, "y_pred", cluster, placed)
+    if cluster:
         from ..distributed._metrics import known_shapes
 
         y_true, y_pred = known_shapes(y_true, y_pred)
@@ -95,7 +96,7 @@ def _metric(kind, y_true, y_pred):
         kind, size = "argmax", y_true.shape[0]
     else:
         size = y_true.size
-    if on_cluster:
+    if cluster:
         from ..distributed._metrics import partials_dask
 
         parts = partials_dask(kind, y_pred, y_true)
