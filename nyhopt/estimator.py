@@ -29,6 +29,7 @@ from .models._centers import select_centers
 from .metrics._r2 import r2_combine, r2_from_sums, r2_partials
 from .models._scaling import column_mean_std, pow2_scale, standardize
 from .models._estimator_params import EstimatorMixin
+from .inputs._door import entry_point, trust
 from .inputs._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
 from .inputs._estimator_input import regression_targets
 from .inputs._validation import check_label_kind, check_labels, check_positive, check_real, check_sample_weight, check_targets
@@ -179,7 +180,9 @@ class _NystromBase(EstimatorMixin):
         n, p = Y.shape
         if not fi:
             return self._fit_targets(X, Y, xp, stacklevel=4), np.zeros(p)
-        alpha = self._fit_targets(X, with_ones(Y, xp), xp, stacklevel=4, intercept=True)
+        Y1 = with_ones(Y, xp)
+        trust(Y1)  # the checked targets beside a column of ones
+        alpha = self._fit_targets(X, Y1, xp, stacklevel=4, intercept=True)
         try:
             return profile_intercept(self.kernel_, X, self.centers_, Y, alpha, self.penalty)
         except ValueError as exc:
@@ -323,6 +326,7 @@ class NystromKRR(_NystromBase):
                          predictive_variance=predictive_variance, amplitude=amplitude)
         self.normalize_y = normalize_y
 
+    @entry_point
     def fit(self, X, y, client=None):
         """Fit the model.
 
@@ -366,12 +370,14 @@ class NystromKRR(_NystromBase):
             mean, std = column_mean_std(Y, xp)  # no overflow for huge finite targets
             scale = np.where(std > 0, std, 1.0)
             Y = standardize(Y.astype(xp.float64), mean, scale, xp).astype(X.dtype)
+            trust(Y)  # finite targets standardized: |Y| <= sqrt(n)
         alpha, c = self._fit_with_intercept(X, Y, xp)
         self.alpha_ = alpha[:, 0] if was_1d else alpha
         self.y_mean_, self.y_scale_ = mean, scale
         self.intercept_ = _as_intercept(mean + scale * c, was_1d)
         return self
 
+    @entry_point
     def predict(self, X, return_std=False, return_cov=False, include_noise=True):
         """Predictions :math:`c + s\\,k(X, Z)\\alpha` (``intercept_``, ``y_scale_``, ``alpha_``), and their uncertainty.
 
@@ -426,6 +432,7 @@ class NystromKRR(_NystromBase):
                              f"(y_scale_ = {self.y_scale_.tolist()}); X is far outside the training data")
         return out
 
+    @entry_point
     def score(self, X, y, sample_weight=None):
         """Coefficient of determination :math:`R^2` (averaged over outputs), as scikit-learn.
 
@@ -519,6 +526,7 @@ class NystromKRRClassifier(_NystromBase):
 
     _estimator_type = "classifier"
 
+    @entry_point
     def fit(self, X, y):
         """Fit on class labels ``y`` of shape (n,).
 
@@ -554,12 +562,14 @@ class NystromKRRClassifier(_NystromBase):
         else:
             Y = xp.zeros((X.shape[0], classes.shape[0]), dtype=X.dtype)
             Y[xp.arange(X.shape[0]), idx] = 1
+        trust(Y)  # +-1 or one-hot
         alpha, c = self._fit_with_intercept(X, Y, xp)
         self.classes_ = classes
         self.alpha_ = alpha[:, 0] if classes.shape[0] == 2 else alpha
         self.intercept_ = _as_intercept(c, classes.shape[0] == 2)
         return self
 
+    @entry_point
     def decision_function(self, X, return_std=False, include_noise=False):
         """Scores :math:`c + k(X, Z)\\alpha`: shape (n,) for two classes (> 0 means ``classes_[1]``), else
         (n, n_classes).
@@ -579,6 +589,7 @@ class NystromKRRClassifier(_NystromBase):
             return f
         return f, self._spread(X, False, include_noise)
 
+    @entry_point
     def predict_proba(self, X, include_latent=False):
         r"""Class probabilities from the Gaussian model of the regression on the encoded labels.
 
@@ -635,6 +646,7 @@ class NystromKRRClassifier(_NystromBase):
         mu = self.decision_function(X)
         return class_probabilities(mu, float(np.sqrt(self.noise_variance_)))
 
+    @entry_point
     def predict_log_proba(self, X, include_latent=False):
         """Logarithm of :meth:`predict_proba`, shape (n, n_classes)."""
         p = self.predict_proba(X, include_latent=include_latent)
@@ -642,6 +654,7 @@ class NystromKRRClassifier(_NystromBase):
         with np.errstate(divide="ignore"):
             return xp.log(p)
 
+    @entry_point
     def predict(self, X):
         """Predicted class labels, shape (n,), same array type as ``X``."""
         scores = self.decision_function(X)
@@ -649,6 +662,7 @@ class NystromKRRClassifier(_NystromBase):
         idx = (scores > 0).astype(np.int64) if scores.ndim == 1 else xp.argmax(scores, axis=1)
         return self.classes_[idx]
 
+    @entry_point
     def score(self, X, y, sample_weight=None):
         """Mean accuracy (weighted by ``sample_weight`` if given), as scikit-learn.
 

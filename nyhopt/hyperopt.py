@@ -29,6 +29,7 @@ from .models._scaling import column_mean_std, standardize
 from .backend import as_native, get_namespace, to_numpy
 from .placement import on_cluster
 from .models._fitted import not_fitted_error as _not_fitted_error
+from .inputs._door import entry_point, trust
 from .inputs._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
 from .inputs._frame_errors import frame_errors
 from .inputs._estimator_input import regression_targets
@@ -97,6 +98,7 @@ def apply_standardization(X, mean, scale):
         col = int(xp.argmax(bad))
         raise ValueError(f"X column {col}: standardized values overflow {X.dtype} "
                          f"(mean {mean[col]:.6g}, scale {scale[col]:.6g})")
+    trust(out)  # shape and dtype of a checked X, every value finite: not checked again in this call
     return out
 
 
@@ -134,6 +136,7 @@ class _HyperoptBase(EstimatorMixin):
         return hasattr(self, "model_")
 
     # -- fitting ---------------------------------------------------------------------------
+    @entry_point
     def fit(self, X, y, validation=None, callback=None, feature_names=None):
         """Tune the hyperparameters on ``(X, y)`` and fit the model with the best ones.
 
@@ -280,6 +283,7 @@ class _HyperoptBase(EstimatorMixin):
         X, _ = _check_X(self, X, reset=False)
         return apply_standardization(X, self.x_mean_, self.x_scale_) if self.standardize else X
 
+    @entry_point
     def predict(self, X):
         """Predictions for ``X`` (values, or class labels for the classifier).
 
@@ -294,6 +298,7 @@ class _HyperoptBase(EstimatorMixin):
         Xs = self._transform(X)
         return self.model_.predict(Xs)
 
+    @entry_point
     def score(self, X, y, sample_weight=None):
         """:math:`R^2` (regressor) or mean accuracy (classifier), as scikit-learn.
 
@@ -445,6 +450,7 @@ class HyperoptKRR(_HyperoptBase):
     _task = "regression"
     _estimator_type = "regressor"
 
+    @entry_point
     def predict(self, X, return_std=False, return_cov=False, include_noise=True):
         """Predictions for ``X``, and their uncertainty as :meth:`NystromKRR.predict`.
 
@@ -489,6 +495,7 @@ class HyperoptKRRClassifier(_HyperoptBase):
     _task = "classification"
     _estimator_type = "classifier"
 
+    @entry_point
     def fit(self, X, y, validation=None, callback=None, feature_names=None):
         super().fit(X, y, validation=validation, callback=callback, feature_names=feature_names)
         self.classes_ = self.model_.classes_
@@ -496,6 +503,7 @@ class HyperoptKRRClassifier(_HyperoptBase):
 
     fit.__doc__ = _HyperoptBase.fit.__doc__
 
+    @entry_point
     def decision_function(self, X, return_std=False, include_noise=False):
         """Scores: (n,) for two classes (> 0 means ``classes_[1]``), else (n, n_classes).
 
@@ -504,6 +512,7 @@ class HyperoptKRRClassifier(_HyperoptBase):
         Xs = self._transform(X)
         return self.model_.decision_function(Xs, return_std=return_std, include_noise=include_noise)
 
+    @entry_point
     def predict_proba(self, X, include_latent=False):
         r"""Class probabilities, shape (n, n_classes): :meth:`NystromKRRClassifier.predict_proba` of ``model_``.
 
@@ -517,11 +526,13 @@ class HyperoptKRRClassifier(_HyperoptBase):
         Xs = self._transform(X)
         return self.model_.predict_proba(Xs, include_latent=include_latent)
 
+    @entry_point
     def predict_log_proba(self, X, include_latent=False):
         """Logarithm of :meth:`predict_proba`, shape (n, n_classes)."""
         Xs = self._transform(X)
         return self.model_.predict_log_proba(Xs, include_latent=include_latent)
 
+    @entry_point
     def predict(self, X):
         """Class labels for ``X`` (an array of ``classes_`` values, shape (n,)).
 

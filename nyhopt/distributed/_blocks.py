@@ -64,7 +64,7 @@ def block_gram(block, shared, use_y, tensor_cores):
     taken instead of this worker's :data:`nyhopt.ops.gram.TENSOR_CORES`.
     """
     X, Y, xp, kernel, Z = _local(block, shared)
-    G, KtY = _gram.gram_matrix(kernel, X, Z, Y if use_y else None, tensor_cores=tensor_cores)
+    G, KtY = _gram.gram_matrix(kernel, X, Z, Y if use_y else None, tensor_cores=tensor_cores, checked=True)
     if not use_y:
         return (to_numpy(G, dtype=np.float64), None, None, None)
     ww, wlast = target_sums(Y, xp, cross=True)

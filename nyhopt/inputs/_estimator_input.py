@@ -10,6 +10,7 @@ import numpy as np
 
 from ..models._estimator_params import feature_names
 from ._frame_errors import frame_errors
+from ._door import recall, remember
 from ._validation import check_matrix
 from ..backend import as_native, get_namespace, is_cupy_namespace
 
@@ -62,10 +63,16 @@ def regression_targets(y, classifier):
 
 
 def check_X(est, X, reset):
-    """Validated 2-D float ``X`` and its namespace; records (``reset``) or checks feature names."""
+    """Validated 2-D float ``X`` and its namespace; records (``reset``) or checks feature names.
+
+    Once per public call (:mod:`nyhopt.inputs._door`): the same ``X`` given
+    again inside the call gets the array made the first time.
+    """
     est._check_feature_names(feature_names(X), reset)
-    frame = X
-    with frame_errors(frame, "X"):
+    given, seen = X, recall(X)
+    if seen is not None and (reset or seen.shape[1] == est.n_features_in_):
+        return seen, get_namespace(seen)
+    with frame_errors(given, "X"):
         X = as_array(X, "X")
     xp = get_namespace(X)
     if X.ndim != 2:
@@ -83,5 +90,7 @@ def check_X(est, X, reset):
             f"X has {X.shape[1]} features, but {type(est).__name__} is expecting "
             f"{est.n_features_in_} features as input"
         )
-    with frame_errors(frame, "X"):
-        return check_matrix(X, "X", xp), xp
+    with frame_errors(given, "X"):
+        X = check_matrix(X, "X", xp)
+    remember(given, X)  # checked: the layers below this call take it as it is
+    return X, xp

@@ -9,6 +9,8 @@ import numbers
 
 import numpy as np
 
+from ._door import trust, trusted
+
 __all__ = [
     "check_matrix",
     "check_targets",
@@ -88,6 +90,9 @@ def check_matrix(a, name: str, xp=np, dtype=None, n_features: int | None = None,
 
     Integer and boolean input is converted to float64; float32/float64 keep
     their dtype unless ``dtype`` is given.  No copy is made when none is needed.
+    An array checked earlier in the current public call (:mod:`nyhopt.inputs._door`)
+    is returned as it is when it has the dtype, width and rows asked for; the
+    array returned is trusted for the rest of the call.
 
     Raises
     ------
@@ -97,6 +102,9 @@ def check_matrix(a, name: str, xp=np, dtype=None, n_features: int | None = None,
     TypeError
         Complex or non-numeric data.
     """
+    if trusted(a) and (dtype is None or a.dtype == dtype) and (n_features is None or a.shape[1] == n_features) \
+            and a.shape[0] >= min_rows:
+        return a
     try:
         arr = xp.asarray(a)
     except Exception as exc:  # pragma: no cover - exotic inputs
@@ -115,7 +123,14 @@ def check_matrix(a, name: str, xp=np, dtype=None, n_features: int | None = None,
     if arr.dtype != target:
         arr = arr.astype(target)
     check_finite(arr, name, xp)
+    trust(arr, _same_values(a, arr))
     return arr
+
+
+def _same_values(given, checked):
+    """``given`` when it is an array with the values and dtype of ``checked`` (trusted with it), else None."""
+    same = getattr(given, "dtype", None) == checked.dtype and getattr(given, "size", -1) == checked.size
+    return given if same and given is not checked else None
 
 
 def check_target_layout(a, name: str, n: int):
@@ -130,7 +145,13 @@ def check_target_layout(a, name: str, n: int):
 
 
 def check_targets(y, name: str, n: int, xp=np, dtype=None):
-    """Return targets as ``(n, p)`` floating array and whether the input was 1-D."""
+    """Return targets as ``(n, p)`` floating array and whether the input was 1-D.
+
+    Targets checked earlier in the same public call (:mod:`nyhopt.inputs._door`)
+    are not checked again when the dtype asked for is theirs.
+    """
+    if trusted(y) and y.ndim in (1, 2) and y.shape[0] == n and (dtype is None or y.dtype == dtype):
+        return y.reshape(n, -1), y.ndim == 1
     arr = check_target_layout(xp.asarray(y), name, n)
     was_1d = arr.ndim == 1
     arr = arr.reshape(n, -1)
@@ -138,6 +159,7 @@ def check_targets(y, name: str, n: int, xp=np, dtype=None):
     if arr.dtype != target:
         arr = arr.astype(target)
     check_finite(arr, name, xp)
+    trust(arr, _same_values(y, arr))
     return arr, was_1d
 
 

@@ -92,6 +92,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..inputs._door import trusting
 from ..inputs._validation import check_matrix, check_positive, check_targets, reject_bool
 from ..backend._threads import cpu_threads
 from ..backend import device_memory_advice, format_bytes, get_namespace, to_numpy
@@ -440,7 +441,8 @@ class Objective:
     # -- public API -----------------------------------------------------------------
     def value(self, params) -> float:
         """Objective value at ``params`` (a Python float)."""
-        with cpu_threads(self._cpu_engine(params), self.xp), self._memory_advice(params):
+        with cpu_threads(self._cpu_engine(params), self.xp), self._memory_advice(params), \
+                trusting(*self._checked_data()):
             ev = self._run(params, frozenset(), need_grad=False)
         return _total(ev.terms)
 
@@ -462,7 +464,8 @@ class Objective:
             Partial derivatives in the same coordinates as ``params`` (float64).
         """
         wrt = _check_wrt(wrt)
-        with cpu_threads(self._cpu_engine(params), self.xp), self._memory_advice(params):
+        with cpu_threads(self._cpu_engine(params), self.xp), self._memory_advice(params), \
+                trusting(*self._checked_data()):
             ctx, ev = self._run(params, wrt, need_grad=True, return_ctx=True)
             self._check_target_scale(ev.terms)
             grad = params_gradient(ctx.kernel, ctx.Z, ev.cotangents, ctx.params, wrt, self.xp)
@@ -470,11 +473,16 @@ class Objective:
 
     def terms(self, params) -> dict:
         """Named parts of the objective at ``params``; their sum is :meth:`value`."""
-        with cpu_threads(self._cpu_engine(params), self.xp), self._memory_advice(params):
+        with cpu_threads(self._cpu_engine(params), self.xp), self._memory_advice(params), \
+                trusting(*self._checked_data()):
             return dict(self._run(params, frozenset(), need_grad=False).terms)
 
     def __repr__(self):
         return f"{type(self).__name__}(n={self.n}, d={self.X.shape[1]}, p={self.p}, kernel={self.kernel!r})"
+
+    def _checked_data(self):
+        """The arrays this objective checked when it was made: its evaluations do not check them again."""
+        return (self.X,)
 
     def _memory_advice(self, params):
         """Out of GPU memory in an evaluation: a :class:`MemoryError` that names what to change (CuPy only)."""

@@ -117,6 +117,7 @@ from ._exact import gram, solve_lower_inplace
 from ..solvers import jitter
 from ..solvers._linalg import add_to_diagonal, cholesky_adjoint, cholesky_upper, solve_triangular
 from .. import placement
+from ..inputs._door import trust
 from ..placement import kernel_operator, place_data
 from ..solvers.falkon import ConvergenceWarning, FalkonPreconditioner, falkon_operator_solve
 from ._base import Cotangents, Evaluation, KernelCotangent, Objective
@@ -405,6 +406,10 @@ class StochasticProp(Objective):
         if self.data is not None:
             self.data.release()
 
+    def _checked_data(self):
+        """``X``, the trace gap's row sample (rows of ``X``) and ``W`` (probes beside the checked targets)."""
+        return (self.X, self._W) + (() if self._rows_cache is None else (self._rows_cache[1],))
+
     def _memory_tips(self, n, m) -> list:
         """What makes a step fit: row blocks and a held kernel (the memory and cache budgets), the Gram route."""
         return stream_memory_advice(n, m, self.X.dtype, self.xp) + gram_memory_advice(m)
@@ -470,6 +475,7 @@ class StochasticProp(Objective):
                 op = self.data if self.data is not None else KernelOperator(self.kernel, self.X, self.X[:1],
                                                                             cache=False, gram=False)
             self._rows_cache = (q, op.rows(idx))
+            trust(self._rows_cache[1])  # rows of the checked X
         return self._rows_cache[1]
 
     # -- the estimator ------------------------------------------------------------------------------

@@ -117,7 +117,7 @@ def block_gram(K, U, xp):
     return sum_ranges(part, K.shape[0], RANGE_ROWS)
 
 
-def gram_matrix(kernel, X, Z, U=None, *, tensor_cores=None):
+def gram_matrix(kernel, X, Z, U=None, *, tensor_cores=None, checked=False):
     r"""``(K^T K, K^T U or None)`` for :math:`K = k(X, Z)`, in one pass over ``X``.
 
     Parameters
@@ -131,6 +131,9 @@ def gram_matrix(kernel, X, Z, U=None, *, tensor_cores=None):
         The tensor-core setting for float32 data on a GPU; None (default):
         :data:`TENSOR_CORES`, read at the call.  A caller in another process
         than the one whose setting counts (a worker of a cluster) is passed it.
+    checked : bool, default False
+        ``X`` and ``Z`` are valid already (a kernel operator's, a placed row
+        block's): they are not checked again.
 
     Returns
     -------
@@ -146,7 +149,7 @@ def gram_matrix(kernel, X, Z, U=None, *, tensor_cores=None):
     On the CPU it runs as a ``"pool"`` phase (:mod:`nyhopt.backend._threads`): the
     kernel blocks and the rank updates are split over nyhopt's worker threads.
     """
-    xp, X, Z, _ = _prepare(kernel, X, Z, (U, "U"))
+    xp, X, Z, _ = _prepare(kernel, X, Z, (U, "U"), checked=checked)
     route = tensor_core_route(X.dtype, xp, tensor_cores)
     if route == "int8":
         from .gram8 import device_check, gram_matrix8

@@ -597,7 +597,10 @@ class KernelOperator:
                 self._gram_route = None
             else:
                 setting = _gram.tensor_core_setting()  # read once: the route taken is the route trusted
-                self.gram, KtU = gram_matrix(self.kernel, self.X, self.Z, U, tensor_cores=setting)
+                valid = self._valid()
+                X, Z = valid or (self.X, self.Z)
+                self.gram, KtU = gram_matrix(self.kernel, X, Z, U, tensor_cores=setting,
+                                             checked=valid is not None)
                 self._gram_route = _gram.tensor_core_route(self.X.dtype, self.xp, setting)
         self.passes += 1
         self.gram_rhs = KtU

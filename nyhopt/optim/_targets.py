@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..models._scaling import column_mean_std, standardize as _standardize
+from ..inputs._door import trust
 from ..inputs._validation import check_targets
 from ..backend import get_namespace, to_numpy
 
@@ -122,6 +123,7 @@ def encode_targets(y, task, n, xp, dtype, standardize=True) -> TargetEncoding:
             mean, scale = column_mean_std(Y, xp)  # no overflow for huge finite targets
             scale = np.where(scale > 0, scale, 1.0)
             Y = _standardize(Y.astype(xp.float64), mean, scale, xp).astype(dtype)
+            trust(Y)  # finite targets standardized: |Y| <= sqrt(n), finite in any dtype
         else:
             mean, scale = np.zeros(p), np.ones(p)
         return TargetEncoding("regression", Y, was_1d, mean, scale, None)
@@ -147,7 +149,9 @@ def encode_targets(y, task, n, xp, dtype, standardize=True) -> TargetEncoding:
     else:
         Y = xp.zeros((n, k))
         Y[xp.arange(n), codes] = 1.0
-    return TargetEncoding("classification", Y.astype(dtype), True, None, None, classes)
+    Y = Y.astype(dtype)
+    trust(Y)  # +-1 or one-hot
+    return TargetEncoding("classification", Y, True, None, None, classes)
 
 
 def decode_predictions(F, enc: TargetEncoding):

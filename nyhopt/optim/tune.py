@@ -26,6 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..models._estimator_params import check_feature_names_arg, check_validation_names
+from ..inputs._door import entry_point, trust
 from ..inputs._validation import check_label_kind, check_labels, check_matrix
 from ..inputs._frame_errors import frame_errors
 from ..backend import as_native, get_namespace, is_cupy_namespace, to_numpy
@@ -165,6 +166,7 @@ def _final_model(task, kernel, params, X, y, dtype, solver, client=None, fit_int
 # ----------------------------------------------------------------------------- tune
 
 
+@entry_point
 def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gaussian", ard=True,
          random_state=0, validation=None, progress=True, *, penalty=None, lengthscale=None,
          freeze=(), patience=10, min_delta=0.0, callback=None, task="auto", dtype=None,
@@ -509,6 +511,7 @@ def _start_in_memory(X, y, *, objective, centers, penalty, lengthscale, kernel, 
             raise TypeError("validation must be None, a fraction in (0, 1) or a tuple (X_val, y_val)")
     if track_errors is None:
         track_errors = X_val is not None
+    trust(X, X_val)  # checked (rows of a checked X): the objective, tracker and final fit take them as they are
 
     enc = encode_targets(y, task, X.shape[0], xp, dtype)
     params = _initial_params(X, centers, penalty, lengthscale, kernel, ard, rng, xp)
