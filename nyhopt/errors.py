@@ -1,5 +1,9 @@
-"""Exceptions of nyhopt that are not plain ``ValueError``/``TypeError``."""
+"""Exceptions of nyhopt that are not plain ``ValueError``/``TypeError``, and where its warnings point."""
 from __future__ import annotations
+
+import os
+import sys
+import warnings
 
 import numpy as np
 
@@ -50,3 +54,20 @@ class IllConditionedError(np.linalg.LinAlgError):
     ...     print("use distinct centers" in str(exc), isinstance(exc, ValueError))
     True True
     """
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_user(message, category=UserWarning) -> None:
+    """:func:`warnings.warn` pointed at the first line outside nyhopt: the user's call, however deep.
+
+    A warning raised below a public entry point (through the solvers, the
+    objectives, nested estimators and :func:`nyhopt.inputs._door.entry_point`)
+    names the line of the user's code that called nyhopt, as scikit-learn's
+    and pandas' warnings do, without counting frames at each call site.
+    """
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

@@ -21,8 +21,6 @@ outputs, computed on the GPU.
 """
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from .models._centers import select_centers
@@ -43,6 +41,7 @@ from .solvers import ConvergenceWarning, direct_solve, falkon_solve
 from .posterior import check_variance_model, direct_fit, fit_variance
 from .posterior._predictive import check_flags, set_variance, spread_columns, uncertainty
 from .models._intercept import profile_intercept, with_ones
+from .errors import warn_user
 
 __all__ = [
     "NystromKRR",
@@ -114,7 +113,7 @@ class _NystromBase(EstimatorMixin):
             raise TypeError(f"kernel must be None, a kernel name or a Kernel instance, got {self.kernel!r}")
         return solver, penalty, tol, int(mi), kernel
 
-    def _fit_targets(self, X, Y, xp, stacklevel=3, intercept=False):
+    def _fit_targets(self, X, Y, xp, intercept=False):
         """Fit on validated ``X`` (n, d) and float targets ``Y`` (n, p); sets the fitted attributes.
 
         ``intercept``: the last column of ``Y`` is the constant of ``fit_intercept`` (the
@@ -139,12 +138,11 @@ class _NystromBase(EstimatorMixin):
             record = falkon_solve(kernel, X, Z, Y, penalty, tol=tol, maxiter=maxiter, warn=False)
             alpha, converged = record.alpha, record.cg.converged
             if not converged:
-                warnings.warn(
+                warn_user(
                     f"{type(self).__name__}: Falkon CG stopped after {record.cg.iterations} iterations "
                     f"with relative residual {record.cg.residual_norms[-1]:.3g} above tol={tol:.3g}; "
                     "increase maxiter (see converged_ and solve_)",
-                    ConvergenceWarning,
-                    stacklevel=stacklevel,
+                    ConvergenceWarning
                 )
         if self.predictive_variance and variance is None:  # one more pass over the data after Falkon
             variance = fit_variance(kernel, X, Z, Y, penalty, intercept=intercept)
@@ -179,10 +177,10 @@ class _NystromBase(EstimatorMixin):
             raise TypeError(f"fit_intercept must be True or False, got {fi!r}")
         n, p = Y.shape
         if not fi:
-            return self._fit_targets(X, Y, xp, stacklevel=4), np.zeros(p)
+            return self._fit_targets(X, Y, xp), np.zeros(p)
         Y1 = with_ones(Y, xp)
         trust(Y1)  # the checked targets beside a column of ones
-        alpha = self._fit_targets(X, Y1, xp, stacklevel=4, intercept=True)
+        alpha = self._fit_targets(X, Y1, xp, intercept=True)
         try:
             return profile_intercept(self.kernel_, X, self.centers_, Y, alpha, self.penalty)
         except ValueError as exc:
@@ -544,10 +542,9 @@ class NystromKRRClassifier(_NystromBase):
         y = _as_array(check_labels(y, "y"), "y", numeric=False)
         get_namespace(X, y)
         if y.ndim == 2 and y.shape[1] == 1:
-            warnings.warn(
+            warn_user(
                 "A column-vector y was passed when a 1d array was expected; y was raveled to shape (n,)",
-                DataConversionWarning,
-                stacklevel=2,
+                DataConversionWarning
             )
             y = y.reshape(-1)
         if y.ndim != 1:

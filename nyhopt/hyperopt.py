@@ -19,8 +19,6 @@ coordinates, :math:`\alpha` the N-KRR coefficients and
 from __future__ import annotations
 
 import numbers
-import warnings
-
 import numpy as np
 
 from .models._estimator_params import EstimatorMixin, check_feature_names_arg, check_validation_names
@@ -33,6 +31,7 @@ from .inputs._door import entry_point, trust
 from .inputs._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
 from .inputs._frame_errors import frame_errors
 from .inputs._estimator_input import regression_targets
+from .errors import warn_user
 
 __all__ = ["HyperoptKRR", "HyperoptKRRClassifier"]
 
@@ -72,11 +71,11 @@ def _warn_if_centers_in_data_units(centers, Xs, mean, scale):
     with np.errstate(all="ignore"):
         as_data_units = (C - mean) / scale
     if inside(C) < 0.5 and inside(as_data_units) >= 0.9:
-        warnings.warn(
+        warn_user(
             "centers: most initial centers lie outside the standardized data, but inside X in its own units; "
             "with standardize=True they are taken in standardized coordinates: pass "
             "(centers - X.mean(axis=0)) / X.std(axis=0), or standardize=False",
-            UserWarning, stacklevel=3)
+            UserWarning)
 
 
 def apply_standardization(X, mean, scale):
@@ -189,8 +188,8 @@ class _HyperoptBase(EstimatorMixin):
         else:
             y = _as_array(check_labels(y, "y"), "y", numeric=False)
         if self._task == "classification" and y.ndim == 2 and y.shape[1] == 1:
-            warnings.warn("A column-vector y was passed when a 1d array was expected; y was raveled to "
-                          "shape (n,)", DataConversionWarning, stacklevel=3)
+            warn_user("A column-vector y was passed when a 1d array was expected; y was raveled to "
+                      "shape (n,)", DataConversionWarning)
             y = y.reshape(-1)
         if self.standardize:
             mean, scale = standardization(X)

@@ -161,3 +161,14 @@ def test_tune_on_dask_checks_each_row_block_where_it_is_placed_and_never_in_a_pa
                 objective_options={"gram": True})
     # three blocks of 80 rows, placed for tuning and again for the final fit (docs/dev/architecture.md)
     assert sorted(checks) == [("X", 80)] * 6 + [("y", 80)] * 6
+
+
+def test_warnings_point_at_the_users_line_through_the_door(data):
+    X, y = data
+    labels = (y > 0).astype(int) + 2 * (X[:, 1] > 0)  # four integer values: task='auto' warns
+    with pytest.warns(UserWarning, match="task='auto'") as rec:
+        nh.tune(X, labels, objective="prop", centers=M, epochs=2, progress=False)
+    assert rec[0].filename == __file__
+    with pytest.warns(UserWarning, match="more than the") as rec:  # nested: NystromKRR inside HyperoptKRR's tune
+        nh.HyperoptKRR(centers=N + 5, epochs=1, progress=False, standardize=False).fit(X, y)
+    assert all(r.filename == __file__ for r in rec)

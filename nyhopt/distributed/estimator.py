@@ -8,8 +8,6 @@ the input).
 """
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from .. import ops
@@ -26,6 +24,7 @@ from ..solvers import ConvergenceWarning
 from ._detect import is_dask_array
 from .falkon import falkon_solve_sharded
 from .sharded import ShardedData, _check_dask_matrix
+from ..errors import warn_user
 
 __all__ = ["fit_dask", "predict_dask", "std_dask"]
 
@@ -67,12 +66,11 @@ def fit_dask(est, X, y, client=None):
     finally:
         data.release()
     if not record.cg.converged:
-        warnings.warn(
+        warn_user(
             f"{type(est).__name__}: Falkon CG stopped after {record.cg.iterations} iterations "
             f"with relative residual {record.cg.residual_norms[-1]:.3g} above tol={tol:.3g}; "
             "increase maxiter (see converged_ and solve_)",
-            ConvergenceWarning,
-            stacklevel=3,
+            ConvergenceWarning
         )
     est.kernel_, est.centers_, est.solve_, est.converged_ = kernel, Z, record, record.cg.converged
     est.n_features_in_ = data.d

@@ -44,5 +44,5 @@ def falkon_solve_sharded(kernel, data, Z, penalty, *, tol=1e-7, maxiter=100, bet
         raise TypeError(f"data must be a ShardedData, got {type(data).__name__}")
     op = ShardedOperator(data, kernel, Z, gram=gram)
     res = falkon_operator_solve(op, TARGETS if data.p else None, penalty, tol=tol, maxiter=maxiter,
-                                beta0=beta0, precond=precond, rhs=rhs, warn=warn, _stacklevel=5)
+                                beta0=beta0, precond=precond, rhs=rhs, warn=warn)
     return res._replace(passes=op.passes)

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..inputs._validation import check_matrix
 from ..backend import is_cupy_namespace
+from ..errors import warn_user
 
 __all__ = ["as_generator", "select_centers", "fit_centers"]
 
@@ -62,8 +63,8 @@ def fit_centers(m: int, n: int) -> int:
     if m < 1:
         raise ValueError(f"centers must be >= 1, got {m}")
     if m > n:
-        warnings.warn(f"centers={m} is more than the {n} training rows: using all {n} rows as centers "
-                      f"(pass centers={n} or fewer to silence this warning)", UserWarning, stacklevel=3)
+        warn_user(f"centers={m} is more than the {n} training rows: using all {n} rows as centers "
+                  f"(pass centers={n} or fewer to silence this warning)", UserWarning)
         return n
     return m
 

@@ -10,9 +10,8 @@ bookkeeping of DataFrame inputs, with scikit-learn's messages.
 from __future__ import annotations
 
 import inspect
-import warnings
-
 import numpy as np
+from ..errors import warn_user
 
 __all__ = ["ParamsMixin", "EstimatorMixin", "feature_names", "check_feature_names_arg"]
 
@@ -271,12 +270,11 @@ class EstimatorMixin(ParamsMixin):
             return
         cls = type(self).__name__
         if fitted is None:
-            warnings.warn(f"X has feature names, but {cls} was fitted without feature names", UserWarning,
-                          stacklevel=4)
+            warn_user(f"X has feature names, but {cls} was fitted without feature names", UserWarning)
             return
         if names is None:
-            warnings.warn(f"X does not have valid feature names, but {cls} was fitted with feature names",
-                          UserWarning, stacklevel=4)
+            warn_user(f"X does not have valid feature names, but {cls} was fitted with feature names",
+                      UserWarning)
             return
         if len(names) == len(fitted) and bool(np.all(names == fitted)):
             return

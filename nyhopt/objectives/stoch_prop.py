@@ -104,8 +104,6 @@ The trace gap uses :math:`\tilde K_{mm} = K_{mm} + \epsilon I` like ``prop``.
 from __future__ import annotations
 
 import functools
-import warnings
-
 import numpy as np
 
 from ..ops import kernel_matrix
@@ -144,6 +142,7 @@ from ._trace import (
     keyed_generator,
     probe_rows,
 )
+from ..errors import warn_user
 
 __all__ = [
     "StochasticProp",
@@ -494,11 +493,10 @@ class StochasticProp(Objective):
         self.last_solve = SolveRecord(int(cg.iterations), residual, bool(cg.converged), beta0 is not None,
                                       n_rhs)
         if not cg.converged:
-            warnings.warn(
+            warn_user(
                 f"stoch-prop: the Falkon solve stopped at maxiter={self.maxiter} with relative residual "
                 f"{residual:.3g} > tol={self.tol:.3g}; the estimate is returned (see .last_solve)",
-                ConvergenceWarning,
-                stacklevel=5,
+                ConvergenceWarning
             )
         if self.warm_start:
             self._beta_prev, self._beta = self._beta, res.beta

@@ -67,13 +67,12 @@ True
 """
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from ..backend._config import block_rows
 from ..backend import is_cupy_namespace
 from . import _cublas, _operand, _prepare, _reference
+from ..errors import warn_user
 
 __all__ = ["BLOCK_ROWS", "PAD", "BASE0", "BASE", "split_digits", "join_digits", "digit_products",
            "add_digit_products", "gram_matrix8", "device_check", "failed_here"]
@@ -314,10 +313,10 @@ def device_check(kernel, X, Z, xp):
         except Exception as exc:  # a cuBLAS status or a launch failure: the route does not run here
             failed = f"{type(exc).__name__}: {exc}"
         if failed:
-            warnings.warn(f"nyhopt: the int8 tensor-core Gram route failed its check on GPU {key[0]} "
-                          f"({failed}); Gram matrices there are formed in float64 products "
-                          "(nyhopt.ops.gram.TENSOR_CORES = False chooses that without the check)",
-                          RuntimeWarning, stacklevel=3)
+            warn_user(f"nyhopt: the int8 tensor-core Gram route failed its check on GPU {key[0]} "
+                      f"({failed}); Gram matrices there are formed in float64 products "
+                      "(nyhopt.ops.gram.TENSOR_CORES = False chooses that without the check)",
+                      RuntimeWarning)
         _CHECKED[key] = not failed
     return _CHECKED[key]
 

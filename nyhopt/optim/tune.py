@@ -45,6 +45,7 @@ from ._stopping import DEFAULT_REL_DELTA, trend_stalled
 from ._targets import encode_targets, resolve_task
 from ._tune_args import FIELDS, check_arguments as _check_arguments, check_switches
 from ._tracking import ErrorTracker, choose_solver, predictive_scores
+from ..errors import warn_user
 
 __all__ = ["tune", "TuneResult", "TuneRecord", "History", "FIELDS", "default_noise_variance"]
 
@@ -141,10 +142,10 @@ def _warn_auto_classification(y):
     """Warn when ``task="auto"`` took numbers for class labels (text and booleans are plainly labels)."""
     arr = to_numpy(y)
     if arr.dtype.kind in "iuf":
-        warnings.warn(
+        warn_user(
             f"task='auto': y holds {np.unique(arr).size} distinct integer values, so a classifier is tuned; "
             "pass task='regression' to regress on them (or task='classification' to say so and silence "
-            "this warning)", UserWarning, stacklevel=5)  # tune -> _start -> _start_in_memory -> here
+            "this warning)", UserWarning)  # tune -> _start -> _start_in_memory -> here
 
 
 def _final_model(task, kernel, params, X, y, dtype, solver, client=None, fit_intercept=False, amplitude=None):
@@ -584,8 +585,8 @@ def _loop(obj, params, wrt, mask, profile, tracker, has_val, *, epochs, lr, b1, 
                 if epoch == 0:
                     raise
                 stop_reason = f"failed: {type(exc).__name__}: {exc}"
-                warnings.warn(f"tune: stopped at epoch {epoch}, the objective failed ({exc}); "
-                              f"keeping the best point (epoch {best_epoch})", RuntimeWarning, stacklevel=3)
+                warn_user(f"tune: stopped at epoch {epoch}, the objective failed ({exc}); "
+                          f"keeping the best point (epoch {best_epoch})", RuntimeWarning)
                 break
             t_opt += time.perf_counter() - t0
             if profile:
@@ -594,8 +595,8 @@ def _loop(obj, params, wrt, mask, profile, tracker, has_val, *, epochs, lr, b1, 
                 if epoch == 0:
                     raise ValueError(f"the objective is not finite ({value}) at the initial hyperparameters")
                 stop_reason = f"failed: non-finite objective ({value})"
-                warnings.warn(f"tune: stopped at epoch {epoch}, non-finite objective; keeping the best point "
-                              f"(epoch {best_epoch})", RuntimeWarning, stacklevel=3)
+                warn_user(f"tune: stopped at epoch {epoch}, non-finite objective; keeping the best point "
+                          f"(epoch {best_epoch})", RuntimeWarning)
                 break
             terms = dict(obj.last_terms or {}) if record_terms else {}
             train_err, val_err = tracker(params) if tracker is not None else (math.nan, math.nan)

@@ -53,6 +53,7 @@ from ..ops.operator import stream_memory_advice
 from ._jitter import jitter
 from ._linalg import add_to_diagonal, cholesky_upper, solve_triangular
 from .cg import CGResult, conjugate_gradient
+from ..errors import warn_user
 
 __all__ = ["FalkonPreconditioner", "FalkonResult", "falkon_solve", "falkon_operator_solve", "falkon_cg",
            "check_iter_args", "is_kernel_operator", "ConvergenceWarning"]
@@ -285,7 +286,7 @@ def falkon_solve(kernel, X, Z, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None,
         owned, start = True, 0  # the kernel evaluation of a cache made here counts
     try:
         res = falkon_operator_solve(op, Y, penalty, tol=tol, maxiter=maxiter, beta0=beta0, precond=precond,
-                                    rhs=rhs, warn=warn, _stacklevel=5)
+                                    rhs=rhs, warn=warn)
     finally:
         if owned:
             op.close()
@@ -298,7 +299,7 @@ def is_kernel_operator(obj) -> bool:
 
 
 def falkon_operator_solve(op, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None, precond=None, rhs=None,
-                          warn=True, _stacklevel=4):
+                          warn=True):
     r"""Falkon on a kernel operator: :func:`falkon_solve` whatever holds the data.
 
     Parameters
@@ -328,10 +329,10 @@ def falkon_operator_solve(op, Y, penalty, *, tol=1e-7, maxiter=100, beta0=None, 
     advice = device_memory_advice(xp, f"solving with Falkon (n = {n}, m = {m}, {op.dtype})",
                                   lambda: stream_memory_advice(n, m, op.dtype, xp))
     with cpu_threads(op.engine, xp), advice:  # streaming: Numba owns the cores; matrix products: nyhopt's pool
-        return _falkon_solve(op, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, _stacklevel)
+        return _falkon_solve(op, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp)
 
 
-def _falkon_solve(op, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, stacklevel):
+def _falkon_solve(op, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp):
     (n, m), kernel, Z = op.shape, op.kernel, op.Z
     penalty = check_positive(penalty, "penalty")
     tol, maxiter = check_iter_args(tol, maxiter)
@@ -364,7 +365,7 @@ def _falkon_solve(op, Y, penalty, tol, maxiter, beta0, precond, rhs, warn, xp, s
     if rhs is None and beta0 is None and op.gram is None and op.gram_policy is True:
         rhs = op.form_gram(Y)  # the right-hand side comes with the Gram pass
     return falkon_cg(op.normal_matvec, op.kmtv, Y, precond, n, op.dtype, penalty, tol, maxiter, beta0, rhs,
-                     warn, xp, gram=op.gram, stacklevel=stacklevel)
+                     warn, xp, gram=op.gram)
 
 
 def preconditioned_gram(precond, gram, n, penalty, xp):
@@ -381,8 +382,7 @@ def preconditioned_gram(precond, gram, n, penalty, xp):
     return 0.5 * (W + W.T)
 
 
-def falkon_cg(normal, kmtv_, Y, precond, n, dt, penalty, tol, maxiter, beta0, rhs, warn, xp, gram=None,
-              stacklevel=4):
+def falkon_cg(normal, kmtv_, Y, precond, n, dt, penalty, tol, maxiter, beta0, rhs, warn, xp, gram=None):
     """Falkon's CG on the driver over the passes ``normal(V, U)`` and ``kmtv_(U)``.
 
     ``Y`` is only handed to those two (an operand of the operator that
@@ -423,11 +423,10 @@ def falkon_cg(normal, kmtv_, Y, precond, n, dt, penalty, tol, maxiter, beta0, rh
     cg = conjugate_gradient(W, b, x0=beta0, tol=tol, maxiter=maxiter, xp=xp, r0=r0)
     if warn and not cg.converged:
         why = "maxiter" if cg.iterations >= maxiter else "a breakdown (W not positive definite in floating point)"
-        warnings.warn(
+        warn_user(
             f"Falkon CG stopped at {why} after {cg.iterations} iterations (maxiter={maxiter}) with "
             f"relative residual {cg.residual_norms[-1]:.3g} > tol={tol:.3g}; increase maxiter or tol",
-            ConvergenceWarning,
-            stacklevel=stacklevel,
+            ConvergenceWarning
         )
     alpha = precond.apply(cg.x)
     return FalkonResult(alpha, cg.x, cg)
