@@ -540,8 +540,8 @@ def test_tune_writes_progress_lines_when_stderr_is_not_a_terminal(tmp_path, regr
             "--validation", "0.2", "--out", str(tmp_path / "m.npz")]
     assert main(args) == 0
     err = capsys.readouterr().err  # captured: not a terminal, so lines instead of a bar
-    lines = [line for line in err.splitlines() if line.startswith("tune: epoch")]
-    assert lines[0].startswith("tune: epoch 0/6,") and lines[-1].startswith("tune: epoch 6/6,")
+    lines = [line for line in err.splitlines() if line.startswith("tune prop: epoch")]
+    assert lines[0].startswith("tune prop: epoch 0/6,") and lines[-1].startswith("tune prop: epoch 6/6,")
     assert "val err" in lines[-1] and "\r" not in err
     assert main(args + ["--quiet"]) == 0
-    assert "tune: epoch" not in capsys.readouterr().err
+    assert ": epoch" not in capsys.readouterr().err

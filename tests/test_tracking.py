@@ -174,6 +174,6 @@ def test_tune_accepts_progress_log_and_refuses_other_words(capsys):
     X, y = _data(60)
     nh.tune(X, y, centers=5, epochs=2, progress="log")
     err = capsys.readouterr().err  # pytest's capture is not a terminal
-    assert err.startswith("tune: epoch 0/2,") and "tune: epoch 2/2," in err
+    assert err.startswith("tune prop: epoch 0/2,") and "tune prop: epoch 2/2," in err
     with pytest.raises(TypeError, match="progress must be True, False or 'log'"):
         nh.tune(X, y, centers=5, epochs=2, progress="yes")

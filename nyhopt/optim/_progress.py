@@ -127,6 +127,8 @@ class ProgressLines:
     interval : float, default LOG_INTERVAL
     clock : callable, default time.perf_counter
         Seconds (a test passes its own).
+    label : str, default "tune"
+        What each line starts with.
 
     Examples
     --------
@@ -142,8 +144,10 @@ class ProgressLines:
     tune: epoch 60/200, 30.0s, at most 1:09 left; objective 0.5
     """
 
-    def __init__(self, total: int, stream=None, interval: float = LOG_INTERVAL, clock=time.perf_counter):
+    def __init__(self, total: int, stream=None, interval: float = LOG_INTERVAL, clock=time.perf_counter,
+                 label: str = "tune"):
         self.total = max(int(total), 1)
+        self.label = label
         self.stream = sys.stderr if stream is None else stream
         self.interval = float(interval)
         self.clock = clock
@@ -167,7 +171,7 @@ class ProgressLines:
         left = ""
         if 0 < done < self.total:
             left = f", at most {_fmt_seconds(elapsed / done * (self.total - done)).strip()} left"
-        self.stream.write(f"tune: epoch {done - 1}/{self.total - 1}, {_fmt_seconds(elapsed).strip()}{left}"
+        self.stream.write(f"{self.label}: epoch {done - 1}/{self.total - 1}, {_fmt_seconds(elapsed).strip()}{left}"
                           + (f"; {message}" if message else "") + "\n")
         self.stream.flush()
 
@@ -203,12 +207,12 @@ class EpochProgress:
         self.out.close()
 
 
-def make_progress(progress, total, tracked=False, has_val=False, stream=None):
+def make_progress(progress, total, tracked=False, has_val=False, stream=None, name=None):
     """An :class:`EpochProgress` for ``total`` evaluations, or None when nothing is shown.
 
     ``progress``: False (nothing), True (a bar when ``stream``, default
     stderr, is a terminal) or ``"log"`` (the bar on a terminal, otherwise
-    :class:`ProgressLines`).
+    :class:`ProgressLines`, whose lines start with ``tune <name>:``).
     """
     if not progress:
         return None
@@ -216,5 +220,6 @@ def make_progress(progress, total, tracked=False, has_val=False, stream=None):
     if _is_tty(stream):
         return EpochProgress(ProgressBar(total, stream=stream), tracked, has_val)
     if progress == "log":
-        return EpochProgress(ProgressLines(total, stream=stream), tracked, has_val)
+        label = "tune" if not name else f"tune {name}"
+        return EpochProgress(ProgressLines(total, stream=stream, label=label), tracked, has_val)
     return None

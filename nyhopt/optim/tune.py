@@ -528,7 +528,7 @@ def _loop(obj, params, wrt, mask, profile, tracker, has_val, *, epochs, lr, b1, 
             first_epoch, params, state, history = resumed.epoch, resumed.params, resumed.state, resumed.history
             best_value, best_params, best_epoch = resumed.best_value, resumed.best_params, resumed.best_epoch
             stale, t_opt = resumed.stale, resumed.t_opt
-    bar = make_progress(progress, epochs + 1, tracker is not None, has_val)
+    bar = make_progress(progress, epochs + 1, tracker is not None, has_val, name=getattr(obj, "name", None))
     try:
         for epoch in range(first_epoch, epochs + 1):
             last = epoch == epochs
