@@ -108,10 +108,12 @@ def test_tracking_leaves_the_tuning_bit_for_bit(objective):
 
 def test_other_objectives_track_every_kth_epoch_the_last_and_the_best():
     X, y = _data()
-    res = nh.tune(X, y, objective="holdout", centers=12, epochs=25, patience=None, progress=False,
-                  validation=0.25, lr=0.2)
+    epochs = 2 * TRACK_EVERY + 5
+    res = nh.tune(X, y, objective="holdout", centers=12, epochs=epochs, patience=None, progress=False,
+                  validation=0.25, lr=0.5)
+    assert res.best_epoch % TRACK_EVERY and res.best_epoch != epochs  # tracked after the loop
     tracked = set(np.flatnonzero(np.isfinite(res.history.validation_error)).tolist())
-    assert tracked == {0, TRACK_EVERY, 2 * TRACK_EVERY, 25, res.best_epoch}
+    assert tracked == {0, TRACK_EVERY, 2 * TRACK_EVERY, epochs, res.best_epoch}
     assert tracked == set(np.flatnonzero(np.isfinite(res.history.train_error)).tolist())
     # the best epoch, tracked after the loop, holds the final model's validation error
     X_tr = res.objective.X

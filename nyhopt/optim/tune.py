@@ -276,7 +276,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         fit of each step anyway: their errors are read from it at every
         epoch, at the cost of predicting the validation rows.  With
         ``holdout`` and ``stoch-prop`` each tracked epoch costs an N-KRR
-        solve of its own, so every 10th epoch is tracked, and the last and
+        solve of its own, so every 20th epoch is tracked, and the last and
         the best one (the others hold NaN); see ``docs/tuning.md``,
         "Tracking the errors".
     b1, b2, eps : float
