@@ -9,7 +9,9 @@ Given data and an objective name, :func:`tune`
    the centers a random subset of the training points;
 3. runs Adam on :math:`\theta = (\log\lambda, \log\ell, Z)` for ``epochs``
    full-batch steps, recording the objective, its terms, the hyperparameters
-   and (on request) train/validation errors at every step, stopping early when
+   and (on request) train/validation errors (every step for the exact
+   objectives, read from their own fit; every 20th for the others,
+   ``nyhopt.optim._tracking``), stopping early when
    the objective has not improved for ``patience`` steps and its trend has
    stalled (relative to its own progress, ``nyhopt.optim._stopping``);
 4. fits the final N-KRR model with the best hyperparameters found (the lowest
