@@ -370,8 +370,10 @@ _PARAMS_DOC = """
         Solver of the final model.
     record_terms : bool, default True
         Record the objective's terms in ``history_`` (one more forward evaluation per epoch).
-    progress : bool, default False
-        Progress bar on stderr (only on a terminal).  Off by default, unlike
+    progress : bool or "log", default False
+        Progress bar on stderr (only on a terminal); ``"log"`` also writes
+        a plain line every 10 seconds when stderr is not a terminal (a log
+        file, a pipe; see :func:`nyhopt.tune`).  Off by default, unlike
         :func:`nyhopt.tune` and the command line: an estimator is fitted many
         times by scikit-learn's model selection (``GridSearchCV``,
         ``cross_val_score``), and silent, as scikit-learn's estimators are.

@@ -596,3 +596,16 @@ def test_the_command_line_asks_cupy_for_precompiled_headers(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", object())
     prefer_precompiled_headers()
     assert "CUPY_NVRTC_USE_PCH" not in os.environ
+
+
+def test_tune_writes_progress_lines_when_stderr_is_not_a_terminal(tmp_path, regression_csv, capsys):
+    path = regression_csv[0]
+    args = ["tune", path, "--target", "price", "--centers", "10", "--epochs", "6", "--patience", "0",
+            "--validation", "0.2", "--out", str(tmp_path / "m.npz")]
+    assert main(args) == 0
+    err = capsys.readouterr().err  # captured: not a terminal, so lines instead of a bar
+    lines = [line for line in err.splitlines() if line.startswith("tune prop: epoch")]
+    assert lines[0].startswith("tune prop: epoch 0/6,") and lines[-1].startswith("tune prop: epoch 6/6,")
+    assert "val err" in lines[-1] and "\r" not in err
+    assert main(args + ["--quiet"]) == 0
+    assert ": epoch" not in capsys.readouterr().err

@@ -71,7 +71,10 @@ def test_list_of_one_with_a_fraction_uses_the_str_run_split_and_start(data):
     single = _quick(X, y, objective="gcv", validation=0.25)  # tuned on the same 75% of the rows
     listed = _quick(X, y, objective=["gcv"], validation=0.25)
     assert _same_params(single.params, listed.candidates[0].params)
-    assert listed.candidates[0].validation_error == single.history[single.best_epoch].validation_error
+    # one prediction of the final model (direct solver) against the error tracked from gcv's own fit: the same
+    # model from two factorizations (docs/tuning.md, "Tracking the errors")
+    assert listed.candidates[0].validation_error == pytest.approx(
+        single.history[single.best_epoch].validation_error, rel=1e-9)
     assert _same_params(listed.params, _quick(X, y, objective="gcv").params)  # then on all of them
 
 

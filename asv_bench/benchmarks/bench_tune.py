@@ -7,6 +7,10 @@
   BENCHMARKS.md, n = 5000, d = 8, m = 100, terms and errors not recorded;
   divide by 6 for the cost per epoch, compare with one ``value_and_grad`` in
   ``bench_objectives``.
+* ``TuneValidation``: ``tune`` for 10 epochs on n = 10000, d = 8, m = 100
+  without and with ``validation=0.2`` (errors and error bars tracked): the
+  cost of tracking, compared within one objective (``docs/tuning.md``,
+  "Tracking the errors"; the run with validation tunes on 8000 rows).
 * ``DigitsDemo``: the ``nyhopt demo`` setting (scikit-learn digits, 1438
   training images, 500 centers, float32) for 5 epochs, and the test error
   after the full 50 epochs as a tracked number (skipped without scikit-learn).
@@ -54,6 +58,31 @@ class TuneEpochs:
 
     def time_tune_5_epochs(self, objective):
         self._run(objective)
+
+
+class TuneValidation:
+    params = [["prop", "sgpr", "holdout"], ["none", "0.2"]]
+    param_names = ["objective", "validation"]
+    number = 1
+    repeat = (3, 10, 60.0)
+    timeout = 300
+
+    def setup(self, objective, validation):
+        from nyhopt.datasets import synthetic
+
+        ds = synthetic(10000, d=8, n_test=10, seed=1234)
+        self.X, self.y = ds.X_train, ds.y_train
+        self._run(objective, validation)  # warm up (imports, compilation)
+
+    def _run(self, objective, validation):
+        from nyhopt import tune
+
+        return tune(self.X, self.y, objective=objective, centers=100, epochs=10, progress=False,
+                    record_terms=False, patience=None, random_state=0,
+                    validation=None if validation == "none" else float(validation))
+
+    def time_tune_10_epochs(self, objective, validation):
+        self._run(objective, validation)
 
 
 class DigitsDemo:

@@ -117,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--out", default="model.npz", help="model file to write (default model.npz)")
     tune.add_argument("--report", metavar="PNG", help="save a picture of the run (needs matplotlib)")
     tune.add_argument("--json", metavar="FILE", help="save a JSON summary (settings, results, history)")
-    tune.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    tune.add_argument("--quiet", action="store_true",
+                      help="no progress (a bar on a terminal, else a line every 10 s) and no summary")
     add_device(tune)
     tune.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     tune.set_defaults(func=cmd_tune)

@@ -66,7 +66,7 @@ def cmd_tune(args) -> int:
               kernel=args.kernel, ard=not args.no_ard, random_state=args.seed,
               standardize=not args.no_standardize, patience=args.patience or None,
               validation_fraction=args.validation_fraction or None,
-              record_terms=bool(args.report or args.json), progress=not args.quiet,
+              record_terms=bool(args.report or args.json), progress=False if args.quiet else "log",
               freeze=("amplitude",) if args.freeze_amplitude else (), time_budget=args.time_budget)
     names = [table.names[k] for k in feat]
     extra = ""

@@ -29,6 +29,7 @@ from ..backend import to_numpy
 from ..kernels import Kernel, make_kernel
 from ..params import Params
 from ..optim._targets import TargetEncoding
+from ..optim._tracking import TRACK_EVERY
 from ..optim._setup import build_objective, initial_params
 from ._detect import is_dask_array, refuse_dask_objective
 from . import _blocks
@@ -172,6 +173,10 @@ class DaskErrorTracker:
     def __init__(self, data: ShardedData, X_val, y_val, enc, kernel, dtype, intercept=False):
         self.data, self.X_val, self.y_val, self.enc = data, X_val, y_val, enc
         self.kernel, self.dtype, self.intercept = kernel, dtype, bool(intercept)
+
+    def due(self, params, epoch) -> bool:
+        """Every ``TRACK_EVERY``-th epoch: each is a distributed solve (as the in-memory ``stoch-prop``'s)."""
+        return epoch % TRACK_EVERY == 0
 
     def _rmse(self, X, y, alpha, kernel, Z, c=0.0):
         scale = np.asarray(self.enc.y_scale, dtype=np.float64)

@@ -486,7 +486,7 @@ class Objective:
 
     def _memory_advice(self, params):
         """Out of GPU memory in an evaluation: a :class:`MemoryError` that names what to change (CuPy only)."""
-        n, m = self.n, int(params.centers.shape[0])
+        n, m = self.n, getattr(getattr(params, "centers", None), "shape", (0,))[0]  # params not checked yet
         what = f"evaluating the objective {self.name!r} (n = {n}, m = {m}, {self.X.dtype})"
         return device_memory_advice(self.xp, what, lambda: self._memory_tips(n, m))
 

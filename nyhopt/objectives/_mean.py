@@ -66,6 +66,7 @@ from ..backend import to_numpy
 from ..errors import IllConditionedError
 from ._base import MEANS, check_mean
 from ._exact import Fit, _sumsq, factorize, fit
+from ._last_fit import keep_last_fit
 from ._workspace import workspace_of
 
 __all__ = ["MEANS", "check_mean", "MeanFit", "centered_fit", "MeanChain", "fit_targets", "factor_and_fit"]
@@ -135,7 +136,8 @@ def factor_and_fit(obj, ctx, keys=()):
     ``fac.mm`` on the two workers beside the fit of the targets: ``f`` is
     :func:`~nyhopt.objectives._exact.fit` of ``obj.Y`` and ``mf`` None, or,
     with ``obj.mean == "constant"``, ``mf`` the :class:`MeanFit` of
-    :func:`centered_fit` and ``f`` its ``fit``.
+    :func:`centered_fit` and ``f`` its ``fit``.  With ``obj.keep_fit`` the
+    fit is also kept in ``obj.last_fit`` (:mod:`nyhopt.objectives._last_fit`).
     """
     xp = obj.xp
     Yfit = fit_targets(obj.Y, obj.mean, xp)
@@ -143,8 +145,11 @@ def factor_and_fit(obj, ctx, keys=()):
                     workspace=workspace_of(obj, xp), targets=Yfit)
     if obj.mean == "constant":
         mf = fac.mm.prefetch(*keys, alongside=lambda: centered_fit(fac, obj.Y, xp, Ya=Yfit))
+        keep_last_fit(obj, ctx, fac, mf.fit, mf.c)
         return fac, mf.fit, mf
-    return fac, fac.mm.prefetch(*keys, alongside=lambda: fit(fac, Yfit, xp)), None
+    f = fac.mm.prefetch(*keys, alongside=lambda: fit(fac, Yfit, xp))
+    keep_last_fit(obj, ctx, fac, f)
+    return fac, f, None
 
 
 def centered_fit(fac, Y, xp, Ya=None) -> MeanFit:

@@ -29,7 +29,9 @@ class TuneRecord(NamedTuple):
     train_error, validation_error : float
         Error of the N-KRR model fitted with these hyperparameters on the
         training / validation data (RMSE in the target's units for regression,
-        error rate for classification); NaN when not tracked.
+        error rate for classification); NaN when not tracked (tracking
+        every k-th epoch, the default where it costs a solve of its own:
+        ``docs/tuning.md``, "Tracking the errors").
     time : float
         Seconds spent in the optimization (objective, gradient, update) up to
         this evaluation, error tracking excluded.
@@ -37,7 +39,8 @@ class TuneRecord(NamedTuple):
         Kernel amplitude :math:`a` (signal variance); stays 1 for the
         objectives that ignore it.
     validation_nlpd, validation_coverage : float, default NaN
-        Regression with validation rows and the direct solver: the negative
+        Regression with validation rows and the direct solver (or an exact
+        objective, whose own fit is read), on the tracked epochs: the negative
         log predictive density and the 95% interval coverage of the same
         model's error bars on the validation rows (:mod:`nyhopt.metrics`;
         ``docs/uncertainty.md``); NaN otherwise.
@@ -89,6 +92,10 @@ class History(Sequence):
     def append(self, record: TuneRecord) -> None:
         """Add a record (used by the tuning loop)."""
         self._records.append(record)
+
+    def replace(self, i: int, record: TuneRecord) -> None:
+        """Put ``record`` in place of record ``i`` (used by the tuning loop: a best epoch's errors tracked late)."""
+        self._records[i] = record
 
     def __getattr__(self, name):
         if name in TuneRecord._fields and name != "terms":

@@ -1,8 +1,13 @@
-"""A one-line progress bar for the tuning loop (no dependency).
+"""Progress of the tuning loop on stderr (no dependency): a bar on a terminal, plain lines in a log.
 
-It draws only when asked *and* the stream is a terminal, so logs, pipes and
-notebooks' captured output stay clean.  The line is redrawn in place with a
+The bar draws only when asked *and* the stream is a terminal, so logs, pipes
+and notebooks' captured output stay clean.  It is redrawn in place with a
 carriage return and at most ``max_rate`` times per second.
+
+``progress="log"`` (what the command line passes unless ``--quiet``) also
+writes plain lines when the stream is not a terminal (a log file, a pipe):
+one after the first epoch, then at most one every :data:`LOG_INTERVAL`
+seconds, and one at the end, each a whole line (:class:`ProgressLines`).
 """
 from __future__ import annotations
 
@@ -10,18 +15,27 @@ import shutil
 import sys
 import time
 
-__all__ = ["ProgressBar", "wants_progress"]
+__all__ = ["ProgressBar", "ProgressLines", "EpochProgress", "wants_progress", "make_progress", "LOG_INTERVAL",
+           "PROGRESS_VALUES"]
+
+#: Seconds between two lines of :class:`ProgressLines` (the first and the last are always written).
+LOG_INTERVAL = 10.0
+#: Accepted values of ``progress``: off, a bar on a terminal, and also lines elsewhere.
+PROGRESS_VALUES = (False, True, "log")
+
+
+def _is_tty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or closed
+        return False
 
 
 def wants_progress(progress, stream=None) -> bool:
     """True when ``progress`` is truthy and ``stream`` (default stderr) is a TTY."""
     if not progress:
         return False
-    stream = sys.stderr if stream is None else stream
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):  # no isatty, or closed
-        return False
+    return _is_tty(sys.stderr if stream is None else stream)
 
 
 def _fmt_seconds(s: float) -> str:
@@ -95,3 +109,120 @@ class ProgressBar:
             self._closed = True
             self.stream.write("\n")
             self.stream.flush()
+
+
+class ProgressLines:
+    """Progress of ``total`` evaluations as whole lines on ``stream``, for logs (no carriage returns).
+
+    A line after the first evaluation, then at most one every ``interval``
+    seconds, and the last state at :meth:`close` when it was not written yet.
+    Evaluation ``k`` (counted from 1, as :class:`ProgressBar` does) is epoch
+    ``k - 1`` of ``total - 1``: the initialization is epoch 0.
+
+    Parameters
+    ----------
+    total : int
+        Evaluations (epochs + 1).
+    stream : file-like, default sys.stderr
+    interval : float, default LOG_INTERVAL
+    clock : callable, default time.perf_counter
+        Seconds (a test passes its own).
+    label : str, default "tune"
+        What each line starts with.
+
+    Examples
+    --------
+    >>> import io
+    >>> out = io.StringIO(); ticks = iter([0.0, 1.0, 2.0, 30.0])
+    >>> lines = ProgressLines(201, stream=out, interval=10, clock=lambda: next(ticks))
+    >>> lines.update(1, "objective 0.9")     # the first: written
+    >>> lines.update(2, "objective 0.8")     # 2 s later: kept for later
+    >>> lines.update(61, "objective 0.5")    # 30 s: written
+    >>> lines.close()                        # the last state was written: nothing more
+    >>> print(out.getvalue(), end="")
+    tune: epoch 0/200, 1.0s, at most 3:20 left; objective 0.9
+    tune: epoch 60/200, 30.0s, at most 1:09 left; objective 0.5
+    """
+
+    def __init__(self, total: int, stream=None, interval: float = LOG_INTERVAL, clock=time.perf_counter,
+                 label: str = "tune"):
+        self.total = max(int(total), 1)
+        self.label = label
+        self.stream = sys.stderr if stream is None else stream
+        self.interval = float(interval)
+        self.clock = clock
+        self.start = clock()
+        self._last_write = None
+        self._pending = None
+        self._closed = False
+
+    def update(self, done: int, message: str = "") -> None:
+        """Record ``done`` of ``total`` steps; write a line when the first, the last, or ``interval`` has passed."""
+        now = self.clock()
+        self._pending = (done, message, now)
+        if self._last_write is None or done >= self.total or now - self._last_write >= self.interval:
+            self._write()
+
+    def _write(self):
+        done, message, now = self._pending
+        self._pending = None
+        self._last_write = now
+        elapsed = now - self.start
+        left = ""
+        if 0 < done < self.total:
+            left = f", at most {_fmt_seconds(elapsed / done * (self.total - done)).strip()} left"
+        self.stream.write(f"{self.label}: epoch {done - 1}/{self.total - 1}, {_fmt_seconds(elapsed).strip()}{left}"
+                          + (f"; {message}" if message else "") + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Write the last state if it is not written yet (once)."""
+        if not self._closed:
+            self._closed = True
+            if self._pending is not None:
+                self._write()
+
+
+class EpochProgress:
+    """What the tuning loop shows per epoch, on a :class:`ProgressBar` or :class:`ProgressLines`.
+
+    Errors of untracked epochs (NaN) show the last tracked ones.
+    """
+
+    def __init__(self, out, tracked: bool, has_val: bool):
+        self.out, self.tracked, self.has_val = out, tracked, has_val
+        self.errors = (float("nan"), float("nan"))
+
+    def update(self, epoch, value, penalty, train_err, val_err, status=None) -> None:
+        """Show epoch ``epoch``; ``status``: a prefix (a budgeted run's centers and time left)."""
+        if train_err == train_err or val_err == val_err:
+            self.errors = (train_err, val_err)
+        msg = f"objective {value:.6g}  penalty {penalty:.3g}"
+        if status:
+            msg = f"{status}  {msg}"
+        if self.tracked:
+            msg += f"  train err {self.errors[0]:.4g}"
+            if self.has_val:
+                msg += f"  val err {self.errors[1]:.4g}"
+        self.out.update(epoch + 1, msg)
+
+    def close(self) -> None:
+        self.out.close()
+
+
+def make_progress(progress, total, tracked=False, has_val=False, stream=None, name=None):
+    """An :class:`EpochProgress` for ``total`` evaluations, or None when nothing is shown.
+
+    ``progress``: False (nothing), True (a bar when ``stream``, default
+    stderr, is a terminal) or ``"log"`` (the bar on a terminal, otherwise
+    :class:`ProgressLines`, whose lines start with ``tune <name>:``).
+    """
+    if not progress:
+        return None
+    stream = sys.stderr if stream is None else stream
+    if _is_tty(stream):
+        return EpochProgress(ProgressBar(total, stream=stream), tracked, has_val)
+    if progress == "log":
+        label = "tune" if not name else f"tune {name}"
+        return EpochProgress(ProgressLines(total, stream=stream, label=label), tracked, has_val)
+    return None

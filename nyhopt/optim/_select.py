@@ -43,7 +43,8 @@ permutation is sorted by class first (stably), so that every fold holds each
 class in the proportion of the whole data.
 
 Candidates record the validation error at their best epoch only (one
-prediction), unless ``track_errors=True`` asks for every epoch.  See
+prediction), unless ``track_errors=True`` asks for the tracked epochs of
+:func:`~nyhopt.tune` (every epoch for the exact objectives).  See
 ``docs/tuning.md``, "Choosing the objective by validation".
 """
 from __future__ import annotations

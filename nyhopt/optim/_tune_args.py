@@ -23,14 +23,18 @@ def check_int(value, name, low):
 
 
 def check_switches(ard, progress, record_terms, track_errors):
-    """The on/off arguments, each True or False (``track_errors`` also None); a ``TypeError`` names the first other.
+    """The on/off arguments, each True or False (``track_errors`` also None, ``progress`` also ``"log"``).
 
-    A truthy string or number would otherwise pass for True (``ard="no"``).
+    A ``TypeError`` names the first other: a truthy string or number would
+    otherwise pass for True (``ard="no"``).
     """
+    if isinstance(progress, str) and progress == "log":
+        progress = True
     for name, value in (("ard", ard), ("progress", progress), ("record_terms", record_terms),
                         ("track_errors", track_errors)):
         if not (isinstance(value, (bool, np.bool_)) or (value is None and name == "track_errors")):
-            allowed = "True, False or None" if name == "track_errors" else "True or False"
+            allowed = {"track_errors": "True, False or None",
+                       "progress": "True, False or 'log'"}.get(name, "True or False")
             raise TypeError(f"{name} must be {allowed}, got {value!r}")
 
 

@@ -9,7 +9,9 @@ Given data and an objective name, :func:`tune`
    the centers a random subset of the training points;
 3. runs Adam on :math:`\theta = (\log\lambda, \log\ell, Z)` for ``epochs``
    full-batch steps, recording the objective, its terms, the hyperparameters
-   and (on request) train/validation errors at every step, stopping early when
+   and (on request) train/validation errors (every step for the exact
+   objectives, read from their own fit; every 20th for the others,
+   ``nyhopt.optim._tracking``), stopping early when
    the objective has not improved for ``patience`` steps and its trend has
    stalled (relative to its own progress, ``nyhopt.optim._stopping``);
 4. fits the final N-KRR model with the best hyperparameters found (the lowest
@@ -40,11 +42,11 @@ from ._setup import build_objective as _build_objective
 from ._setup import default_noise_variance
 from ._setup import initial_params as _initial_params
 from ._setup import split_validation as _split_validation
-from ._progress import ProgressBar, wants_progress
+from ._progress import make_progress
 from ._stopping import DEFAULT_REL_DELTA, trend_stalled
 from ._targets import encode_targets, resolve_task
 from ._tune_args import FIELDS, check_arguments as _check_arguments, check_switches
-from ._tracking import ErrorTracker, choose_solver, predictive_scores
+from ._tracking import ErrorTracker, choose_solver, fill_best, predictive_scores, track
 from ..errors import warn_user
 
 __all__ = ["tune", "TuneResult", "TuneRecord", "History", "FIELDS", "default_noise_variance"]
@@ -231,8 +233,11 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         for a list ``objective`` only, chooses by ``k``-fold validation (folds
         seeded by ``random_state``, stratified by class for classification;
         ``k`` times the candidates' cost).
-    progress : bool, default True
-        Show a progress bar on stderr when it is a terminal.
+    progress : bool or "log", default True
+        Show a progress bar on stderr when it is a terminal.  ``"log"`` (what
+        ``nyhopt tune`` passes unless ``--quiet``) also writes, when stderr
+        is not a terminal (a log file, a pipe), a plain line after the first
+        epoch, then at most one every 10 seconds, and one at the end.
     penalty : float, optional
         Initial :math:`\lambda`; default :math:`1/n` (the paper's choice).
     lengthscale : float or array of shape (d,), optional
@@ -283,8 +288,15 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         Record the objective's terms every epoch (one extra forward
         evaluation per epoch).
     track_errors : bool, optional
-        Record train (and validation) errors every epoch (one N-KRR solve per
-        epoch); default True when ``validation`` is given, else False.
+        Record train (and validation) errors; default True when
+        ``validation`` is given, else False.  The exact objectives on all
+        rows (``prop``, ``gcv``, ``loocv``, ``creg``, ``sgpr``) compute the
+        fit of each step anyway: their errors are read from it at every
+        epoch, at the cost of predicting the validation rows.  With
+        ``holdout`` and ``stoch-prop`` each tracked epoch costs an N-KRR
+        solve of its own, so every 20th epoch is tracked, and the last and
+        the best one (the others hold NaN); see ``docs/tuning.md``,
+        "Tracking the errors".
     b1, b2, eps : float
         Adam's constants (defaults of Kingma & Ba).
     checkpoint : str or os.PathLike, optional
@@ -530,6 +542,8 @@ def _objective_stage(obj, freeze, tracker=None):
     """Stage 3, objective: the fields to differentiate; ``(obj, wrt, Adam mask, profile the amplitude)``."""
     if tracker is not None and hasattr(tracker, "use_amplitude"):
         tracker.use_amplitude = obj.uses_amplitude  # the error bars use the amplitude the objective tunes
+    if tracker is not None and hasattr(tracker, "attach"):
+        tracker.attach(obj)  # reads the fit the exact objectives compute anyway
     profile = getattr(obj, "amplitude", None) == "profile"  # sgpr sets a = a* at every evaluation
     if profile and "amplitude" in freeze:
         obj.amplitude, profile = "learn", False  # frozen: a stays at the params' value
@@ -571,7 +585,7 @@ def _loop(obj, params, wrt, mask, profile, tracker, has_val, *, epochs, lr, b1, 
             first_epoch, params, state, history = resumed.epoch, resumed.params, resumed.state, resumed.history
             best_value, best_params, best_epoch = resumed.best_value, resumed.best_params, resumed.best_epoch
             stale, t_opt = resumed.stale, resumed.t_opt
-    bar = ProgressBar(epochs + 1) if wants_progress(progress) else None
+    bar = make_progress(progress, epochs + 1, tracker is not None, has_val, name=getattr(obj, "name", None))
     try:
         for epoch in range(first_epoch, epochs + 1):
             last = epoch == epochs
@@ -599,7 +613,7 @@ def _loop(obj, params, wrt, mask, profile, tracker, has_val, *, epochs, lr, b1, 
                           f"(epoch {best_epoch})", RuntimeWarning)
                 break
             terms = dict(obj.last_terms or {}) if record_terms else {}
-            train_err, val_err = tracker(params) if tracker is not None else (math.nan, math.nan)
+            train_err, val_err = track(tracker, params, epoch, last)
             val_nlpd, val_cov = getattr(tracker, "last_scores", (math.nan, math.nan))
             record = TuneRecord(epoch, float(value), terms, params.penalty, params.lengthscale,
                                 train_err, val_err, t_opt, params.amplitude, val_nlpd, val_cov)
@@ -611,14 +625,7 @@ def _loop(obj, params, wrt, mask, profile, tracker, has_val, *, epochs, lr, b1, 
             if value < best_value:
                 best_value, best_params, best_epoch = float(value), params, epoch
             if bar is not None:
-                msg = f"objective {value:.6g}  penalty {params.penalty:.3g}"
-                if status is not None:
-                    msg = f"{status()}  {msg}"
-                if tracker is not None:
-                    msg += f"  train err {train_err:.4g}"
-                    if has_val:
-                        msg += f"  val err {val_err:.4g}"
-                bar.update(epoch + 1, msg)
+                bar.update(epoch, value, params.penalty, train_err, val_err, status=None if status is None else status())
             if callback is not None and callback(epoch, record):
                 stop_reason = "callback"
                 break
@@ -637,6 +644,7 @@ def _loop(obj, params, wrt, mask, profile, tracker, has_val, *, epochs, lr, b1, 
     finally:
         if bar is not None:
             bar.close()
+    fill_best(history, best_epoch, best_params, tracker)  # an untracked best epoch (tracking every k-th)
     return _LoopResult(best_params, best_epoch, history, stop_reason, params, state)
 
 
