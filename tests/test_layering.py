@@ -178,6 +178,8 @@ def _asks_array_kind(path, root=ROOT):
                 return True
             if stem == "nyhopt.distributed" and names & DETECTOR_NAMES:
                 return True
+            if stem == "nyhopt.backend" and "is_dask_array" in names:  # the array-module helpers' own test
+                return True
         elif isinstance(node, ast.Import) and any(alias.name in DETECTORS for alias in node.names):
             return True
     return False
@@ -197,11 +199,13 @@ def test_detector_finder_sees_the_import_forms(tmp_path):
 
 
 def test_only_placement_asks_what_kind_of_array_it_holds():
-    """Outside ``nyhopt.distributed``, only ``nyhopt.placement`` looks at the arrays' kind: every other module
-    asks it (docs/dev/architecture.md, "Adding a placement")."""
+    """Outside ``nyhopt.distributed`` (and the array-module helpers of ``nyhopt.backend``), only
+    ``nyhopt.placement`` looks at the arrays' kind: every other module asks it (docs/dev/architecture.md,
+    "Adding a placement")."""
     allowed = {PACKAGE / "placement.py"}
     bad = sorted(str(p.relative_to(ROOT)) for p in ALL_FILES
-                 if p not in allowed and (PACKAGE / "distributed") not in p.parents and _asks_array_kind(p))
+                 if p not in allowed and (PACKAGE / "distributed") not in p.parents
+                 and (PACKAGE / "backend") not in p.parents and _asks_array_kind(p))
     assert not bad, f"{bad} import the dask-array detection: ask nyhopt.placement instead"
 
 
@@ -209,31 +213,7 @@ def test_backend_detection_counts_as_asking_the_kind(tmp_path):
     pkg = tmp_path / "nyhopt" / "metrics"
     pkg.mkdir(parents=True)
     (pkg / "probe.py").write_text("from ..backend import as_native, is_dask_array\n")
-    assert _asks_array_kind(pkg / "probe.py", tmp_path) or _imports_backend_detection(pkg / "probe.py", tmp_path)
-
-
-def _imports_backend_detection(path, root=ROOT):
-    """Whether ``path`` imports ``is_dask_array`` from ``nyhopt.backend`` (the array-module helpers use it
-    themselves; everyone else asks :mod:`nyhopt.placement`)."""
-    package = ".".join(path.relative_to(root).parent.parts)
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.ImportFrom):
-            stem = node.module or ""
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                stem = ".".join(base + ([node.module] if node.module else []))
-            if stem == "nyhopt.backend" and any(alias.name == "is_dask_array" for alias in node.names):
-                return True
-    return False
-
-
-def test_only_placement_uses_the_backends_dask_test():
-    allowed = {PACKAGE / "placement.py"}
-    bad = sorted(str(p.relative_to(ROOT)) for p in ALL_FILES
-                 if p not in allowed and (PACKAGE / "distributed") not in p.parents
-                 and (PACKAGE / "backend") not in p.parents and _imports_backend_detection(p))
-    assert not bad, f"{bad} test for dask arrays themselves: ask nyhopt.placement.on_cluster instead"
+    assert _asks_array_kind(pkg / "probe.py", tmp_path)
 
 
 # -- the layout: a small ground floor, subpackages by concern -------------------------------------------
