@@ -37,10 +37,19 @@ def _checked(kernel, X, Z):
     return KernelBlocks(kernel, X, Z, checked=True)
 
 
-def prepare_block(X, y, index, dtype):
-    """Validate one row block and hold it as ``(X, Y)``; ``Y`` is (rows, p) in ``dtype`` or None."""
+def prepare_block(X, y, index, dtype, checked=False):
+    """Validate one row block and hold it as ``(X, Y)``; ``Y`` is (rows, p) in ``dtype`` or None.
+
+    ``checked``: the blocks of ``X`` were checked by an earlier placement in the
+    same public call (:class:`~nyhopt.distributed.sharded.ShardedData`): only
+    the dtype is made.
+    """
     xp = get_namespace(X, y)
-    X = check_matrix(X, f"X (row block {index})", xp, dtype=dtype)
+    if checked:
+        X = xp.asarray(X)
+        X = X if X.dtype == dtype else X.astype(dtype)
+    else:
+        X = check_matrix(X, f"X (row block {index})", xp, dtype=dtype)
     Y = None
     if y is not None:
         Y, _ = check_targets(y, f"y (row block {index})", X.shape[0], xp, dtype=dtype)

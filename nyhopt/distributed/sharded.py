@@ -29,6 +29,7 @@ import dask.array as da
 import distributed
 import numpy as np
 
+from ..inputs._door import trusted
 from ..inputs._validation import check_matrix
 from ..backend import get_namespace, is_cupy_namespace
 from ..ops import gram as _gram
@@ -192,8 +193,9 @@ class ShardedData:
         xb = X.to_delayed().ravel()
         yb = [None] * len(xb) if y is None else y.to_delayed().ravel()
         prepare = dask.delayed(_blocks.prepare_block, pure=False)
+        checked = trusted(X)  # placed and checked before in this call (tune's objective, then its final fit)
         # how to build each block again from the input's graph if its worker is lost
-        self._recipes = [prepare(a, b, i, self.dtype) for i, (a, b) in enumerate(zip(xb, yb))]
+        self._recipes = [prepare(a, b, i, self.dtype, checked) for i, (a, b) in enumerate(zip(xb, yb))]
         self.blocks = self.client.compute(self._recipes)
         self._wait_ok(self.blocks)
 

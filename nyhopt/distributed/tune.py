@@ -25,6 +25,7 @@ from typing import NamedTuple
 import dask.array as da
 import numpy as np
 
+from ..inputs._door import trust
 from ..backend import to_numpy
 from ..kernels import Kernel, make_kernel
 from ..params import Params
@@ -147,6 +148,7 @@ def setup_dask(X, y, *, objective, centers, penalty, lengthscale, kernel, ard, r
     options = dict(objective_options or {})
     options.setdefault("client", client)
     obj = build_objective(objective, X, enc, template, obj_seed, options)
+    trust(X)  # its row blocks were checked where the objective placed them: the final fit's placement trusts them
     if track_errors is None:
         track_errors = X_val is not None
     tracker = None
