@@ -583,12 +583,12 @@ class KernelOperator:
             :math:`m^2` exceed the device's free memory, else when CuPy runs out.
         """
         m = self.shape[1]
-        if is_cupy_namespace(self.xp) and not gram_fits_device(m, self.xp, 2 * _device_free_bytes(self.xp)):
-            free = format_bytes(_device_free_bytes(self.xp))
+        free = _device_free_bytes(self.xp) if is_cupy_namespace(self.xp) else None
+        if free is not None and GPU_GRAM_BYTES * m * m > free:
             raise DeviceMemoryError([f"forming the Gram matrix G = K^T K (m = {m} centers)"],
                                     f"the Gram route does not fit on this GPU: it needs about "
-                                    f"{format_bytes(GPU_GRAM_BYTES * m * m)} and {free} are free; nothing was "
-                                    "allocated", gram_memory_advice(m))
+                                    f"{format_bytes(GPU_GRAM_BYTES * m * m)} and {format_bytes(free)} are free; "
+                                    "nothing was allocated", gram_memory_advice(m))
         with device_memory_advice(self.xp, f"forming the Gram matrix G = K^T K (m = {m} centers)",
                                   lambda: gram_memory_advice(m)):
             if self.cache is not None:

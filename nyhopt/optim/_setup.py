@@ -8,6 +8,7 @@ Documented internal API of :func:`nyhopt.tune` and its Dask setup
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 
@@ -18,7 +19,8 @@ from ..params import Params
 from ..placement import driver_array
 from ._init import initial_centers, median_heuristic
 
-__all__ = ["check_dtype", "split_validation", "initial_params", "default_noise_variance", "build_objective"]
+__all__ = ["check_dtype", "split_validation", "initial_params", "default_noise_variance", "build_objective",
+           "final_model"]
 
 
 def check_dtype(dtype):
@@ -105,3 +107,24 @@ def build_objective(objective, X, enc, kernel, random_state, options):
     options.setdefault("random_state", random_state)
     options.setdefault("noise_variance", default_noise_variance(enc))
     return make_objective(objective, X, enc.Y, kernel=kernel, **options)
+
+
+def final_model(task, kernel, params, X, y, dtype, solver, client=None, fit_intercept=False, amplitude=None):
+    """The model of a tuning run: ``NystromKRR`` (or the classifier) fitted at the tuned ``params``.
+
+    ``fit_intercept``: the objective's constant mean; ``amplitude``: the one the
+    objective tuned, else SGPR's closed form (None).  ``client``: the Dask
+    client of cluster data.
+    """
+    from ..estimator import NystromKRR, NystromKRRClassifier
+
+    kw = dict(kernel=kernel.with_lengthscale(params.lengthscale.copy()), penalty=params.penalty,
+              centers=params.centers.astype(dtype, copy=True), solver=solver, fit_intercept=fit_intercept,
+              amplitude=amplitude)
+    if task == "classification":
+        model = NystromKRRClassifier(**kw)
+    else:
+        model = NystromKRR(normalize_y=True, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)  # column-vector y etc.
+        return model.fit(X, y) if client is None else model.fit(X, y, client=client)

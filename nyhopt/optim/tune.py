@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import numbers
 import time
-import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -38,7 +37,7 @@ from ..placement import on_cluster
 from . import adam
 from ._history import History, TuneRecord
 from ._init import as_generator
-from ._setup import build_objective as _build_objective
+from ._setup import build_objective as _build_objective, final_model
 from ._setup import default_noise_variance
 from ._setup import initial_params as _initial_params
 from ._setup import split_validation as _split_validation
@@ -148,22 +147,6 @@ def _warn_auto_classification(y):
             f"task='auto': y holds {np.unique(arr).size} distinct integer values, so a classifier is tuned; "
             "pass task='regression' to regress on them (or task='classification' to say so and silence "
             "this warning)", UserWarning)  # tune -> _start -> _start_in_memory -> here
-
-
-def _final_model(task, kernel, params, X, y, dtype, solver, client=None, fit_intercept=False, amplitude=None):
-    from ..estimator import NystromKRR, NystromKRRClassifier
-
-    # the error bars use the amplitude the objective tuned, else SGPR's closed form (amplitude=None)
-    kw = dict(kernel=kernel.with_lengthscale(params.lengthscale.copy()), penalty=params.penalty,
-              centers=params.centers.astype(dtype, copy=True), solver=solver, fit_intercept=fit_intercept,
-              amplitude=amplitude)
-    if task == "classification":
-        model = NystromKRRClassifier(**kw)
-    else:
-        model = NystromKRR(normalize_y=True, **kw)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=UserWarning)  # column-vector y etc.
-        return model.fit(X, y) if client is None else model.fit(X, y, client=client)
 
 
 # ----------------------------------------------------------------------------- tune
@@ -421,7 +404,7 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
                  record_terms=record_terms, progress=progress, checkpoint=checkpoint, signature=signature)
     # mean="constant": the ridge fit with intercept at the tuned hyperparameters, whose constant is the
     # objective's profiled c* (in the units of y); normalize_y's centring does not change it.
-    model = _final_model(start.task, start.template, loop.best_params, start.X, start.y, start.dtype, start.solver,
+    model = final_model(start.task, start.template, loop.best_params, start.X, start.y, start.dtype, start.solver,
                          start.client, fit_intercept=getattr(obj, "mean", "zero") == "constant",
                          amplitude=loop.best_params.amplitude if obj.uses_amplitude else None)
     scores = None
@@ -658,4 +641,4 @@ class _Stages(NamedTuple):
     result: object
 
 
-_STAGES = _Stages(_start, _objective_stage, _loop, _final_model, TuneResult)
+_STAGES = _Stages(_start, _objective_stage, _loop, final_model, TuneResult)
