@@ -8,7 +8,11 @@ Methods:
 * ``default``: ``tune(X, y)`` as it is today (``prop``, 100 centers, at most
   200 epochs, ``patience=10``);
 * ``budget-T``: ``tune(X, y, time_budget=T)`` for each ``T`` of ``--budgets``
-  (centers grown from 100, ``docs/tuning.md``, "A time budget").
+  (centers grown from 100, ``docs/tuning.md``, "A time budget");
+* ``exact-gp`` (``--exact-max N``: sets of at most N training rows): the
+  exact GP, i.e. ``sgpr`` with every training row a center, the centers
+  frozen (the Titsias bound is then the exact log marginal likelihood),
+  its lengthscales, noise and amplitude tuned by Adam as above.
 
 Each run reports the test RMSE (standardized units), the NLPD and the 95%
 coverage of ``predict(X_test, return_std=True)``, its wall time (the call
@@ -47,6 +51,8 @@ def parse_args(argv=None):
     parser.add_argument("--synthetic", type=int, default=0, metavar="N",
                         help="also the synthetic problem with N training rows (0: not run)")
     parser.add_argument("--no-default", action="store_true", help="skip the default run")
+    parser.add_argument("--exact-max", type=int, default=0, metavar="N",
+                        help="also the exact GP on sets of at most N training rows (0: not run)")
     parser.add_argument("--replot", action="store_true", help="only redraw the figure from the CSV")
     args = parser.parse_args(argv)
     args.datasets = args.datasets if args.datasets is not None else (
@@ -70,7 +76,10 @@ def run_one(name, seed, method, budget, problem):
     """One run: the row of the table."""
     X, y, Xt, yt = problem
     t0 = time.perf_counter()
-    if budget is None:
+    if method == "exact-gp":
+        res = nh.tune(X, y, objective="sgpr", centers=X, freeze=("centers",), task="regression", progress=False,
+                      random_state=seed)
+    elif budget is None:
         res = nh.tune(X, y, task="regression", progress=False, random_state=seed)
     else:
         res = nh.tune(X, y, task="regression", progress=False, random_state=seed, time_budget=budget)
@@ -98,7 +107,7 @@ def plot(rows, path):
         ax.set_visible(False)
     for ax, name in zip(axes.flat, names):
         sub = [r for r in rows if r["dataset"] == name]
-        for method, marker in (("default", "s"), ("budget", "o")):
+        for method, marker in (("default", "s"), ("budget", "o"), ("exact-gp", "*")):
             pts = sorted((float(r["wall_s"]), float(r["rmse"])) for r in sub if r["method"].startswith(method))
             if pts:
                 ax.plot(*zip(*pts), marker=marker, label=method)
@@ -126,6 +135,8 @@ def main(argv=None):
         for seed in args.seeds:
             problem = _problem(name, seed, args)
             runs = ([] if args.no_default else [("default", None)]) + [(f"budget-{b:g}", b) for b in args.budgets]
+            if problem[0].shape[0] <= args.exact_max:
+                runs.append(("exact-gp", None))
             for method, budget in runs:
                 row = run_one(name, seed, method, budget, problem)
                 rows.append(row)

@@ -106,7 +106,7 @@ class _HyperoptBase(EstimatorMixin):
 
     _task = None
 
-    def __init__(self, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gaussian", ard=True,
+    def __init__(self, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gaussian", ard=True,
                  random_state=0, standardize=True, penalty=None, lengthscale=None, freeze=(),
                  patience=10, validation_fraction=None, dtype=None, objective_options=None,
                  solver="auto", record_terms=True, progress=False, time_budget=None):
@@ -312,9 +312,11 @@ class _HyperoptBase(EstimatorMixin):
 _PARAMS_DOC = """
     Parameters
     ----------
-    objective : str or list of str, default "prop"
+    objective : str or list of str, default "auto"
         Objective to minimize: "holdout", "loocv", "gcv", "creg", "sgpr",
-        "prop" or "stoch-prop".  A list (e.g. ``["prop", "sgpr", "gcv"]``)
+        "prop" or "stoch-prop"; "auto" is "prop" without ``time_budget`` and
+        the better of "prop" and "sgpr" on held-out rows with one (see
+        :func:`nyhopt.tune`).  A list (e.g. ``["prop", "sgpr", "gcv"]``)
         tunes each on the training part and keeps the one with the lowest
         validation error (``validation_fraction`` or ``fit(...,
         validation=...)`` is then required); with ``validation_fraction``

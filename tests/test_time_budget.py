@@ -117,7 +117,7 @@ def test_grow_state_keeps_moments_and_fills_new_rows():
 def test_simulated_budget_holds_and_stages_are_reported(tick_clock):
     X, y = _problem(600)
     budget = 4.0
-    res = nh.tune(X, y, time_budget=budget, progress=False)
+    res = nh.tune(X, y, objective="prop", time_budget=budget, progress=False)
     assert res.elapsed <= 1.1 * budget  # read from the same (simulated) clock, the final fit included
     assert res.elapsed >= 0.5 * budget  # and the run used it
     stages = res.stages
@@ -139,7 +139,7 @@ def test_simulated_budget_holds_and_stages_are_reported(tick_clock):
 
 def test_last_stage_tunes_the_best_on_all_rows(tick_clock):
     X, y = _problem(600)
-    res = nh.tune(X, y, time_budget=4.0, epochs=30, progress=False)  # stages end by epochs: time is left
+    res = nh.tune(X, y, objective="prop", time_budget=4.0, epochs=30, progress=False)  # time is left
     *grown, last = res.stages
     assert len(grown) >= 2 and all(np.isfinite(s.validation_error) for s in grown)
     assert math.isnan(last.validation_error)  # tuned on all the rows, held-out ones included
@@ -156,7 +156,7 @@ def test_last_stage_tunes_the_best_on_all_rows(tick_clock):
 
 def test_growth_is_warm_started(tick_clock):
     X, y = _problem(600)
-    res = nh.tune(X, y, time_budget=4.0, progress=False)
+    res = nh.tune(X, y, objective="prop", time_budget=4.0, progress=False)
     s0, s1 = res.stages[:2]
     recs0 = [res.history[i] for i in range(s0.first_epoch, s0.first_epoch + s0.epochs + 1)]
     best0 = min(recs0, key=lambda r: r.objective)
@@ -169,7 +169,8 @@ def test_growth_is_warm_started(tick_clock):
 def test_fixed_schedule_and_user_validation(tick_clock):
     X, y = _problem(600)
     Xv, yv = _problem(200, seed=1)
-    res = nh.tune(X, y, centers=(50, 150), time_budget=8.0, validation=(Xv, yv), progress=False)
+    res = nh.tune(X, y, objective="prop", centers=(50, 150), time_budget=8.0, validation=(Xv, yv),
+                  progress=False)
     assert [s.centers for s in res.stages][:2] == [50, 150]
     assert set(s.centers for s in res.stages) <= {50, 150}
     assert res.validation_scores is not None and res.validation_scores["rmse"] > 0
@@ -191,11 +192,54 @@ def test_list_objective_is_chosen_at_the_first_stage(tick_clock):
     assert res.objective.name == chosen
 
 
+def test_auto_objective_chooses_between_prop_and_sgpr_at_the_first_stage(tick_clock):
+    X, y = _problem(600)
+    res = nh.tune(X, y, time_budget=4.0, progress=False)  # objective="auto", the default
+    assert [s.objective for s in res.stages[:2]] == list(_budgeted.AUTO_OBJECTIVES) == ["prop", "sgpr"]
+    chosen = min(res.stages[:2], key=lambda s: s.validation_error).objective
+    assert all(s.objective == chosen for s in res.stages[2:])
+    assert res.objective.name == chosen
+
+
+@pytest.mark.parametrize("how", ["few rows", "options"])
+def test_auto_objective_is_prop_where_rows_cannot_choose(tick_clock, how):
+    X, y = _problem(150 if how == "few rows" else 600)
+    options = {"noise_variance": 1.0} if how == "options" else None
+    res = nh.tune(X, y, time_budget=2.0, objective_options=options, progress=False)
+    assert {s.objective for s in res.stages} <= {"prop", "stoch-prop"}
+
+
+def test_auto_objective_without_a_budget_is_prop():
+    X, y = _problem(300)
+    a = nh.tune(X, y, centers=20, epochs=6, progress=False)
+    b = nh.tune(X, y, objective="prop", centers=20, epochs=6, progress=False)
+    assert a.objective.name == "prop"
+    np.testing.assert_array_equal(a.history.objective, b.history.objective)
+    np.testing.assert_array_equal(a.params.centers, b.params.centers)
+    assert nh.HyperoptKRR().get_params()["objective"] == "auto"
+
+
+def test_sgpr_grows_with_its_amplitude_and_constant_warm_started(tick_clock, monkeypatch):
+    monkeypatch.setattr(_budgeted, "AUTO_OBJECTIVES", ("sgpr",))
+    X, y = _problem(600)
+    y = y + 5.0  # a constant for the mean to take
+    res = nh.tune(X, y, time_budget=4.0, progress=False)
+    assert len(res.stages) >= 2 and {s.objective for s in res.stages} == {"sgpr"}
+    s0, s1 = res.stages[:2]
+    assert s1.centers == 2 * s0.centers
+    recs0 = [res.history[i] for i in range(s0.first_epoch, s0.first_epoch + s0.epochs + 1)]
+    best0 = min(recs0, key=lambda r: r.objective)
+    assert res.history[s1.first_epoch].penalty == best0.penalty
+    assert res.params.amplitude != 1.0  # learned, and kept by the final model
+    assert res.model.amplitude_ == pytest.approx(res.params.amplitude)
+    assert abs(float(np.mean(res.model.predict(X))) - 5.0) < 0.5
+
+
 def test_switch_to_stoch_prop_keeps_what_was_tuned(tick_clock, monkeypatch):
     monkeypatch.setattr(_budgeted, "SWITCH_SECONDS", 0.0)
     monkeypatch.setattr(_budgeted, "SWITCH_FACTOR", 1e9)  # measured faster, whatever the timing
     X, y = _problem(800)
-    res = nh.tune(X, y, time_budget=4.0, progress=False)
+    res = nh.tune(X, y, objective="prop", time_budget=4.0, progress=False)
     names = [s.objective for s in res.stages]
     assert names[0] == "prop" and "stoch-prop" in names
     k = names.index("stoch-prop")

@@ -85,6 +85,8 @@ def objective_names(text):
     """An argparse type: one objective name (a str) or a comma-separated list of names."""
     known = objectives()
     names = [part.strip().lower().replace("_", "-") for part in text.split(",")]
+    if names == ["auto"]:
+        return "auto"
     for name in names:
         if name not in known:
             raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from {', '.join(known)})")

@@ -86,10 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("data", help="CSV file with a header row")
     tune.add_argument("--target", required=True, help="name (or 0-based index) of the target column")
     tune.add_argument("--features", help="comma-separated feature columns (default: all but the target)")
-    tune.add_argument("--objective", type=objective_names, default="prop", metavar="NAME[,NAME...]",
+    tune.add_argument("--objective", type=objective_names, default="auto", metavar="NAME[,NAME...]",
                       help="objective to minimize, or a comma-separated list of candidates of which the one "
                            "with the lowest validation error is kept (needs --validation); among "
-                           f"{', '.join(objectives())} (default prop)")
+                           f"{', '.join(objectives())}; auto (the default): prop, or with --time-budget the "
+                           "better of prop and sgpr on held-out rows")
     tune.add_argument("--centers", type=positive_int, default=100, help="number of Nystrom centers (default 100)")
     tune.add_argument("--epochs", type=nonneg_int, default=200, help="maximal Adam epochs (default 200)")
     tune.add_argument("--time-budget", type=positive_float, default=None, metavar="SECONDS",

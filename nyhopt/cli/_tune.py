@@ -77,7 +77,10 @@ def cmd_tune(args) -> int:
     if args.task == "auto" and task == "classification" and y.dtype.kind in "iuf" and n_values > _PLAIN_CLASSES:
         note(args, f"the target {target_name!r} holds {n_values} distinct integers, taken as class "
                     "labels; give --task regression to regress on them (or --task classification)")
-    say(args, f"tuning: objective {','.join(args.objective) + ' (chosen by validation)' if several else args.objective}, "
+    shown = ",".join(args.objective) + " (chosen by validation)" if several else args.objective
+    if shown == "auto":
+        shown = "prop" if args.time_budget is None else "prop or sgpr (chosen on held-out rows)"
+    say(args, f"tuning: objective {shown}, "
                + (f"{centers} centers, up to {args.epochs} epochs, " if args.time_budget is None else
                   f"centers from {centers} grown within a {args.time_budget:g} s budget, up to {args.epochs} "
                   "epochs per stage, ")

@@ -9,8 +9,8 @@ the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
 2. **Stage 0** at the starting centers (100 by default: today's default
    run, which may use the whole budget: a budget that buys the default run
    gets at least its result), for each candidate of a list ``objective``
-   in turn (sharing the budget); the candidate with the lowest held-out
-   error goes on.
+   (``"auto"``: :data:`AUTO_OBJECTIVES`) in turn (sharing the budget); the
+   candidate with the lowest held-out error goes on.
 3. **Grow** (:mod:`nyhopt.optim._grow`): double :math:`m` (new centers by
    k-means++ seeding in the tuned metric), keep the tuned
    :math:`\lambda, \ell`, amplitude and centers and Adam's state, and run the
@@ -59,7 +59,7 @@ from ._tracking import choose_solver, predictive_scores
 from ._targets import encode_targets
 from ._tune_args import check_arguments, check_switches
 
-__all__ = ["tune_budgeted", "MIN_EPOCHS", "MAX_NM", "SWITCH_SECONDS"]
+__all__ = ["tune_budgeted", "AUTO_OBJECTIVES", "MIN_EPOCHS", "MAX_NM", "SWITCH_SECONDS"]
 
 #: Epochs a grown stage must be able to run for the growth to be started.
 MIN_EPOCHS = 20
@@ -84,6 +84,10 @@ GROW_FROM, ADAM_CARRY = "kmeans++", "zero"
 POLISH_EPOCHS = 5
 #: Growing stops after this many grown stages in a row without that gain.
 GROW_PATIENCE = 2
+#: The candidates of ``objective="auto"`` (chosen at stage 0 by held-out error): the paper's
+#: objective, and SGPR with its constant mean and amplitude, far better on some sets
+#: (docs/results/accuracy-at-scale.md).
+AUTO_OBJECTIVES = ("prop", "sgpr")
 #: The options of ``prop`` that ``stoch-prop`` takes too (others keep ``prop``).
 _SHARED_OPTIONS = {"mean", "noise_variance", "normalization", "random_state"}
 
@@ -104,8 +108,11 @@ def _schedule(centers):
     return centers, None
 
 
-def _objective_names(objective):
+def _objective_names(objective, can_choose):
+    """The candidate objectives: ``"auto"`` is :data:`AUTO_OBJECTIVES` where rows can choose, else ``prop``."""
     if isinstance(objective, str):
+        if objective == "auto":
+            return list(AUTO_OBJECTIVES) if can_choose else ["prop"]
         return [objective]
     names = list(objective)
     if not names or not all(isinstance(s, str) for s in names):
@@ -284,7 +291,6 @@ def tune_budgeted(a, parts):
         raise ValueError("time_budget is for in-memory data (NumPy or CuPy arrays); for dask arrays give "
                          "centers= and epochs=")
     validation = a["validation"]
-    names = _objective_names(a["objective"])
     a["epochs"], a["patience"], a["min_delta"], a["rel_delta"], freeze, dtype = check_arguments(
         validation, a["epochs"], a["patience"], a["min_delta"], a["rel_delta"], a["lr"], a["b1"], a["b2"],
         a["eps"], a["freeze"], a["dtype"], a["callback"], a["kernel"], a["objective_options"])
@@ -298,6 +304,7 @@ def tune_budgeted(a, parts):
     if internal:
         validation = min(HOLDOUT_FRACTION, HOLDOUT_MAX / n)
         track = bool(track)
+    names = _objective_names(a["objective"], validation is not None and not a["objective_options"])
     if len(names) > 1 and validation is None:
         raise ValueError(f"objective lists candidates to choose by held-out error, but X has only {n} rows "
                          f"(a budgeted run holds out rows from {HOLDOUT_MIN_N}): give validation=")

@@ -153,7 +153,7 @@ def _warn_auto_classification(y):
 
 
 @entry_point
-def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gaussian", ard=True,
+def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gaussian", ard=True,
          random_state=0, validation=None, progress=True, *, penalty=None, lengthscale=None,
          freeze=(), patience=10, min_delta=0.0, callback=None, task="auto", dtype=None,
          objective_options=None, solver="auto", record_terms=True, track_errors=None,
@@ -172,9 +172,13 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         because the model it returns has no input scaling of its own).
     y : array of shape (n,) or (n, p)
         Targets: values (regression) or class labels (classification).
-    objective : str or list of str, default "prop"
+    objective : str or list of str, default "auto"
         "holdout", "loocv", "gcv", "creg", "sgpr", "prop" or "stoch-prop"
-        (see :func:`nyhopt.make_objective`).  A list (e.g. ``["prop", "sgpr",
+        (see :func:`nyhopt.make_objective`), or "auto": ``"prop"`` (the
+        paper's objective) without ``time_budget``; with one, ``["prop",
+        "sgpr"]`` chosen at the first stage by held-out error (``"prop"``
+        alone when there are fewer than 200 rows and no ``validation``, or
+        with ``objective_options``).  A list (e.g. ``["prop", "sgpr",
         "gcv"]``) chooses by validation error, which needs ``validation``:
         each candidate is tuned from the same start on the training part, the
         one whose tuned model has the lowest validation error wins (the first
@@ -356,6 +360,8 @@ def tune(X, y, objective="prop", centers=100, epochs=200, lr=0.05, kernel="gauss
         if _n_outputs(validation[1]) != _n_outputs(y):
             raise ValueError(f"validation y has {_n_outputs(validation[1])} output column(s) but y has "
                              f"{_n_outputs(y)}")
+    if isinstance(objective, str) and objective == "auto" and time_budget is None:
+        objective = "prop"
     if time_budget is not None:
         from ._budgeted import tune_budgeted
 
