@@ -14,6 +14,12 @@ Methods:
   frozen (the Titsias bound is then the exact log marginal likelihood),
   its lengthscales, noise and amplitude tuned by Adam as above.
 
+``--export DIR --export-centers 512,1024`` also writes each problem as
+``DIR/<dataset>-m<M>_seed<k>.npz`` (M random training rows as the starting
+inducing points, the median-heuristic lengthscale) for
+``examples/gpytorch_sgpr_baseline.py``, GPyTorch's SGPR in its own
+environment.
+
 Each run reports the test RMSE (standardized units), the NLPD and the 95%
 coverage of ``predict(X_test, return_std=True)``, its wall time (the call
 only; prediction timed apart) and, for budgeted runs, the sizes it went
@@ -36,6 +42,7 @@ import _common as common  # noqa: E402
 import nyhopt as nh  # noqa: E402
 from nyhopt import metrics  # noqa: E402
 from nyhopt.datasets import load_dataset, synthetic  # noqa: E402
+from nyhopt.optim._init import initial_centers, median_heuristic  # noqa: E402
 
 COLUMNS = ["dataset", "n_train", "d", "seed", "method", "budget", "wall_s", "rmse", "nlpd", "coverage",
            "predict_s", "centers", "sizes", "epochs", "stop_reason"]
@@ -51,6 +58,10 @@ def parse_args(argv=None):
     parser.add_argument("--synthetic", type=int, default=0, metavar="N",
                         help="also the synthetic problem with N training rows (0: not run)")
     parser.add_argument("--no-default", action="store_true", help="skip the default run")
+    parser.add_argument("--export", type=Path, default=None, metavar="DIR",
+                        help="also write the problems for examples/gpytorch_sgpr_baseline.py")
+    parser.add_argument("--export-centers", type=common.csv_list(int), default=[512, 1024],
+                        help="inducing points of the exported problems (default 512,1024)")
     parser.add_argument("--exact-max", type=int, default=0, metavar="N",
                         help="also the exact GP on sets of at most N training rows (0: not run)")
     parser.add_argument("--replot", action="store_true", help="only redraw the figure from the CSV")
@@ -70,6 +81,18 @@ def _problem(name, seed, args):
         return ((ds.X_train - mu) / sd, (ds.y_train - ym) / ys, (ds.X_test - mu) / sd, (ds.y_test - ym) / ys)
     ds = load_dataset(name, data_dir=args.data_dir, seed=seed)
     return ds.X_train, ds.y_train, ds.X_test, ds.y_test
+
+
+def export(folder, name, seed, problem, sizes):
+    """The problem as ``.npz`` files for the GPyTorch baseline, one per number of inducing points."""
+    X, y, Xt, yt = problem
+    folder.mkdir(parents=True, exist_ok=True)
+    for m in sizes:
+        rng = np.random.default_rng(seed)
+        ell0 = median_heuristic(X, random_state=rng)
+        Z0 = initial_centers(X, min(m, X.shape[0]), rng)
+        np.savez(folder / f"{name}-m{m}_seed{seed}.npz", X_train=X, y_train=y, X_test=Xt, y_test=yt, Z0=Z0,
+                 ell0=np.float64(ell0), task="regression")
 
 
 def run_one(name, seed, method, budget, problem):
@@ -107,10 +130,13 @@ def plot(rows, path):
         ax.set_visible(False)
     for ax, name in zip(axes.flat, names):
         sub = [r for r in rows if r["dataset"] == name]
-        for method, marker in (("default", "s"), ("budget", "o"), ("exact-gp", "*")):
-            pts = sorted((float(r["wall_s"]), float(r["rmse"])) for r in sub if r["method"].startswith(method))
-            if pts:
-                ax.plot(*zip(*pts), marker=marker, label=method)
+        for method, marker in (("default", "s"), ("budget", "o"), ("exact-gp", "*"), ("gpytorch", "^")):
+            runs = [r for r in sub if r["method"].startswith(method)]
+            for label in sorted({r["method"] for r in runs}) if method == "gpytorch" else [method]:
+                pts = sorted((float(r["wall_s"]), float(r["rmse"])) for r in runs
+                             if method != "gpytorch" or r["method"] == label)
+                if pts:
+                    ax.plot(*zip(*pts), marker=marker, label=label, linestyle="-" if method == "budget" else "")
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.xaxis.set_minor_formatter(NullFormatter())
@@ -134,6 +160,8 @@ def main(argv=None):
     for name in names:
         for seed in args.seeds:
             problem = _problem(name, seed, args)
+            if args.export is not None:
+                export(args.export, name, seed, problem, args.export_centers)
             runs = ([] if args.no_default else [("default", None)]) + [(f"budget-{b:g}", b) for b in args.budgets]
             if problem[0].shape[0] <= args.exact_max:
                 runs.append(("exact-gp", None))
