@@ -114,7 +114,7 @@ def run_one(name, seed, method, budget, problem):
     return {"dataset": name, "n_train": X.shape[0], "d": X.shape[1], "seed": seed, "method": method,
             "budget": "" if budget is None else budget, "wall_s": wall, "rmse": metrics.rmse(yt, mean),
             "nlpd": metrics.nlpd(yt, mean, std), "coverage": metrics.coverage(yt, mean, std, level=0.95),
-            "predict_s": pred_s, "centers": int(res.params.n_centers), "sizes": sizes or "100",
+            "predict_s": pred_s, "centers": int(res.params.n_centers), "sizes": sizes or str(res.params.n_centers),
             "epochs": max(len(res.history) - 1, 0), "stop_reason": res.stop_reason}
 
 
@@ -130,17 +130,20 @@ def plot(rows, path):
         ax.set_visible(False)
     for ax, name in zip(axes.flat, names):
         sub = [r for r in rows if r["dataset"] == name]
-        for method, marker in (("default", "s"), ("budget", "o"), ("exact-gp", "*"), ("gpytorch", "^")):
-            runs = [r for r in sub if r["method"].startswith(method)]
-            for label in sorted({r["method"] for r in runs}) if method == "gpytorch" else [method]:
-                pts = sorted((float(r["wall_s"]), float(r["rmse"])) for r in runs
-                             if method != "gpytorch" or r["method"] == label)
-                if pts:
-                    ax.plot(*zip(*pts), marker=marker, label=label, linestyle="-" if method == "budget" else "")
+        first_seed = min(int(r["seed"]) for r in sub)
+        sub = [r for r in sub if int(r["seed"]) == first_seed]  # a line per method joins budgets, not seeds
+        styles = (("default", "s", "C0"), ("budget", "o", "C1"), ("exact-gp", "*", "C2"),
+                  ("gpytorch-m512", "^", "C3"), ("gpytorch-m1024", "v", "C4"))
+        for method, marker, color in styles:
+            pts = sorted((float(r["wall_s"]), float(r["rmse"])) for r in sub
+                         if r["method"] == method or (method == "budget" and r["method"].startswith("budget")))
+            if pts:
+                ax.plot(*zip(*pts), marker=marker, color=color, label=method,
+                        linestyle="-" if method == "budget" else "")
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_title(f"{name} (n = {sub[0]['n_train']})")
+        ax.set_title(f"{name} (n = {sub[0]['n_train']}, seed {first_seed})")
         ax.set_xlabel("wall time of the call (s)")
         ax.set_ylabel("test RMSE (standardized)")
         ax.legend()
