@@ -142,6 +142,14 @@ def write_markdown(text: str, path: Path, title: str, notes: str = "", script: s
     return path
 
 
+def write_gpytorch_problem(path: Path, X, y, X_test, y_test, Z0, ell0, task) -> Path:
+    """One problem in the ``.npz`` layout that ``gpytorch_sgpr_baseline.py`` reads."""
+    import numpy as np
+
+    np.savez(path, X_train=X, y_train=y, X_test=X_test, y_test=y_test, Z0=Z0, ell0=np.float64(ell0), task=task)
+    return path
+
+
 def save_figure(fig, path: Path) -> Path:
     """Save a matplotlib figure as PNG and close it."""
     import matplotlib.pyplot as plt

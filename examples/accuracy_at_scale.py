@@ -91,8 +91,8 @@ def export(folder, name, seed, problem, sizes):
         rng = np.random.default_rng(seed)
         ell0 = median_heuristic(X, random_state=rng)
         Z0 = initial_centers(X, min(m, X.shape[0]), rng)
-        np.savez(folder / f"{name}-m{m}_seed{seed}.npz", X_train=X, y_train=y, X_test=Xt, y_test=yt, Z0=Z0,
-                 ell0=np.float64(ell0), task="regression")
+        common.write_gpytorch_problem(folder / f"{name}-m{m}_seed{seed}.npz", X, y, Xt, yt, Z0, ell0,
+                                      "regression")
 
 
 def run_one(name, seed, method, budget, problem):

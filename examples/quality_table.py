@@ -154,8 +154,7 @@ def problem(name, seed, args):
 
 def export(path: Path, ds, X, y, Z0, ell0):
     """Write one problem as ``.npz`` for the GPyTorch script."""
-    np.savez(path, X_train=X, y_train=y, X_test=ds.X_test, y_test=ds.y_test, Z0=Z0,
-             ell0=np.float64(ell0), task=ds.task)
+    common.write_gpytorch_problem(path, X, y, ds.X_test, ds.y_test, Z0, ell0, ds.task)
 
 
 def error_on_test(ds, pred):
