@@ -2,7 +2,9 @@
 
 Protocol: each dataset's split of :func:`nyhopt.datasets.load_dataset` (X and
 y standardized on the training part), or the synthetic problem of
-``docs/benchmarks.md`` (``--synthetic N``, standardized the same way here).
+``docs/benchmarks.md`` (``--synthetic N``, standardized the same way here),
+or the kin40k-like robot arm of ``examples/_robot_arm.py`` (``--robot-arm N``:
+N training rows, 4000 test rows).
 Methods:
 
 * ``default``: ``tune(X, y)`` as it is today (``prop``, 100 centers, at most
@@ -38,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common  # noqa: E402
+from _robot_arm import robot_arm_split  # noqa: E402
 
 import nyhopt as nh  # noqa: E402
 from nyhopt import metrics  # noqa: E402
@@ -57,6 +60,8 @@ def parse_args(argv=None):
     parser.add_argument("--seeds", type=common.csv_list(int), default=None, help="default 0")
     parser.add_argument("--synthetic", type=int, default=0, metavar="N",
                         help="also the synthetic problem with N training rows (0: not run)")
+    parser.add_argument("--robot-arm", type=int, default=0, metavar="N",
+                        help="also the kin40k-like robot arm with N training rows (0: not run)")
     parser.add_argument("--no-default", action="store_true", help="skip the default run")
     parser.add_argument("--export", type=Path, default=None, metavar="DIR",
                         help="also write the problems for examples/gpytorch_sgpr_baseline.py")
@@ -79,6 +84,8 @@ def _problem(name, seed, args):
         mu, sd = ds.X_train.mean(axis=0), ds.X_train.std(axis=0)
         ym, ys = ds.y_train.mean(), ds.y_train.std()
         return ((ds.X_train - mu) / sd, (ds.y_train - ym) / ys, (ds.X_test - mu) / sd, (ds.y_test - ym) / ys)
+    if name == "robot-arm":
+        return robot_arm_split(args.robot_arm, 4000, seed=seed)
     ds = load_dataset(name, data_dir=args.data_dir, seed=seed)
     return ds.X_train, ds.y_train, ds.X_test, ds.y_test
 
@@ -159,7 +166,8 @@ def main(argv=None):
         plot(rows, out / "accuracy_at_scale.png")
         return rows
     rows = []
-    names = list(args.datasets) + (["synthetic"] if args.synthetic else [])
+    names = list(args.datasets) + (["synthetic"] if args.synthetic else []) + (
+        ["robot-arm"] if args.robot_arm else [])
     for name in names:
         for seed in args.seeds:
             problem = _problem(name, seed, args)

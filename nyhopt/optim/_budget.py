@@ -130,8 +130,13 @@ class SizeCost:
         m = int(m)
         self.seen[m] = max(float(seconds), self.seen.get(m, 0.0))
 
-    def predict(self, m, default=math.inf):
-        """Projected seconds at ``m`` centers; ``default`` when nothing was measured."""
+    def predict(self, m, default=math.inf, min_exponent=1.0):
+        """Projected seconds at ``m`` centers; ``default`` when nothing was measured.
+
+        ``min_exponent`` floors the fitted exponent for sizes beyond the
+        largest measured (2 plans a larger stage as :math:`O(nm^2)` work,
+        whose overheads no longer hide the growth).
+        """
         if not self.seen:
             return default
         sizes = sorted(self.seen)
@@ -142,4 +147,6 @@ class SizeCost:
             m0 = sizes[-2]
             t0 = max(self.seen[m0], 1e-6)
             a = min(max(math.log(t1 / t0) / math.log(m1 / m0), 1.0), 3.0)
+        if m > m1:
+            a = max(a, min_exponent)
         return t1 * (float(m) / m1) ** a

@@ -11,16 +11,20 @@ the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
    gets at least its result), for each candidate of a list ``objective``
    (``"auto"``: :data:`AUTO_OBJECTIVES`) in turn (sharing the budget); the
    candidate with the lowest held-out error goes on.
-3. **Grow** (:mod:`nyhopt.optim._grow`): double :math:`m` (new centers by
-   k-means++ seeding in the tuned metric), keep the tuned
-   :math:`\lambda, \ell`, amplitude and centers and Adam's state, and run the
-   next stage.  Growing stops when :data:`GROW_PATIENCE` grown stages in a
-   row did not lower the best held-out error by :data:`MIN_GAIN` (more
-   centers are not always better, and a held-out error of a few hundred
-   rows is noisy), when the next stage's
-   projected cost (:class:`~nyhopt.optim._budget.SizeCost`: at least
-   :data:`MIN_EPOCHS` epochs, its validation fit and the final fit) does not
-   fit in the time left, or at the largest size (all rows; for the exact
+3. **Grow** (:mod:`nyhopt.optim._grow`, :meth:`_Run.plan`): keep the tuned
+   :math:`\lambda, \ell`, amplitude, centers and Adam's state, add new
+   centers by k-means++ seeding in the tuned metric, and run the next
+   stage.  The size doubles while the time left would buy a last stage of
+   :data:`FINAL_EPOCHS` epochs at four times :math:`m` (the doubled stage is
+   intermediate: at most :data:`STAGE_EPOCHS` epochs or
+   :data:`MID_FRACTION` of the time left); then it jumps to the largest size
+   that buys that last stage.  Growing stops when :data:`GROW_PATIENCE`
+   grown stages in a row did not lower the best held-out error by
+   :data:`MIN_GAIN` (more centers are not always better, and a held-out
+   error of a few hundred rows is noisy), when no larger stage's projected
+   cost (:class:`~nyhopt.optim._budget.SizeCost`: at least
+   :data:`MIN_EPOCHS` epochs, its validation fit and the final fit) fits in
+   the time left, or at the largest size (all rows; for the exact
    objectives :math:`nm \le` :data:`MAX_NM`).
 4. **Switch the objective** from ``prop`` to ``stoch-prop`` when growing to a
    size where one epoch of ``prop`` is projected to take over
@@ -38,6 +42,10 @@ the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
    epoch is started only when its measured cost, the validation fit and
    the final fit (projected) still fit in the time left, less a margin of
    3% of the budget.
+6. **Calibrate** (:func:`_variance_factor`): with at least
+   :data:`CALIBRATE_MIN_ROWS` rows held out by the run itself, the final
+   model's predictive variance is scaled so that its 95% intervals cover
+   the held-out rows.
 """
 from __future__ import annotations
 
@@ -50,6 +58,7 @@ import numpy as np
 from ..models._estimator_params import check_feature_names_arg
 from ..backend import get_namespace, to_numpy
 from ..placement import on_cluster
+from ..posterior._predictive import scale_variance
 from ._budget import Budget, SizeCost, Stage, check_time_budget
 from ._grow import add_centers, grow_state, next_size
 from ._history import History
@@ -84,10 +93,23 @@ GROW_FROM, ADAM_CARRY = "kmeans++", "zero"
 POLISH_EPOCHS = 5
 #: Growing stops after this many grown stages in a row without that gain.
 GROW_PATIENCE = 2
+#: Epochs the last stage is planned for: the run grows straight to the largest size that buys them
+#: once doubling twice would not fit.
+FINAL_EPOCHS = 40
+#: An intermediate stage (one a larger stage is planned after) runs for at most the larger of this many
+#: epochs at its projected cost and MID_FRACTION of the time left, before patience stops it.
+STAGE_EPOCHS, MID_FRACTION = 40, 0.1
+#: A jump to the largest affordable size is made only when it is at least this factor of the current.
+MIN_FACTOR = 1.25
 #: The candidates of ``objective="auto"`` (chosen at stage 0 by held-out error): the paper's
 #: objective, and SGPR with its constant mean and amplitude, far better on some sets
 #: (docs/results/accuracy-at-scale.md).
 AUTO_OBJECTIVES = ("prop", "sgpr")
+#: Scale the final model's predictive variance so that its 95% intervals cover the held-out rows
+#: (:func:`_variance_factor`) when the run held them out itself: the noise of the bound absorbs the
+#: Nystrom error, and the intervals over-cover where the data's own noise is low.  Only from
+#: CALIBRATE_MIN_ROWS held-out rows: fewer estimate the 95% quantile too coarsely.
+CALIBRATE, CALIBRATE_MIN_ROWS = True, 1000
 #: The options of ``prop`` that ``stoch-prop`` takes too (others keep ``prop``).
 _SHARED_OPTIONS = {"mean", "noise_variance", "normalization", "random_state"}
 
@@ -130,6 +152,34 @@ def _holdout_error(model, task, X_val, y_val):
     return float(np.mean(pred.reshape(-1) != truth.reshape(-1)))
 
 
+def _variance_factor(model, X_val, y_val, level=0.95):
+    r"""The factor of a model's predictive variance that makes its ``level`` intervals cover held-out rows, or None.
+
+    With residuals :math:`r_i` and predictive standard deviations
+    :math:`\sigma_i` (noise included) on :math:`k` rows the model was not
+    fitted on, the factor is :math:`(q / z)^2`: :math:`q` the
+    :math:`\lceil (k+1)\,\text{level}\rceil`-th smallest of
+    :math:`|r_i|/\sigma_i` (split conformal prediction with normalized
+    residuals: the interval :math:`\mu \pm q\sigma` covers a new row with
+    probability at least ``level``), :math:`z` the normal quantile of the
+    ``level`` interval (1.96 at 95%).
+    """
+    if getattr(model, "variance_model_", None) is None:
+        return None
+    mu, sd = model.predict(X_val, return_std=True)
+    mu, sd = to_numpy(mu).astype(np.float64), to_numpy(sd).astype(np.float64)
+    truth = (to_numpy(y_val) if hasattr(y_val, "shape") else np.asarray(y_val)).astype(np.float64)
+    r = truth.reshape(mu.shape) - mu
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = np.abs(r) / sd.reshape(sd.shape + (1,) * (r.ndim - sd.ndim))
+    score = np.sort(score.ravel())
+    k = score.size
+    rank = min(k, math.ceil((k + 1) * level))
+    z = statistics.NormalDist().inv_cdf(0.5 + level / 2.0)
+    factor = float((score[rank - 1] / z) ** 2) if k else math.nan
+    return factor if 0.0 < factor < math.inf else None
+
+
 def _concat(a, b):
     """The rows of ``a`` then those of ``b`` (NumPy, or CuPy for device arrays)."""
     if hasattr(a, "get"):  # a CuPy array
@@ -148,8 +198,12 @@ class _Run:
         self.margin = 0.03 * budget.seconds + 0.05
 
     # -- costs -------------------------------------------------------------------------------
+    def epoch_seconds(self, m):
+        """Projected seconds of one epoch at ``m`` centers (:math:`O(m^2)` at least beyond those measured)."""
+        return self.epoch_cost.predict(m, default=0.0, min_exponent=2.0)
+
     def fit_seconds(self, m):
-        return self.fit_cost.predict(m, default=self.epoch_cost.predict(m, default=0.0))
+        return self.fit_cost.predict(m, default=self.epoch_seconds(m), min_exponent=2.0)
 
     def reserve(self, m, polish=False):
         """Seconds to keep for the work after a stage at ``m`` centers: its validation fit and the final fit."""
@@ -225,13 +279,51 @@ class _Run:
                              amplitude=params.amplitude if obj.uses_amplitude else None)
 
     # -- the schedule -------------------------------------------------------------------------
-    def allot(self, m, can_grow):
+    def allot(self, m, can_grow, intermediate=False):
+        """Seconds a stage at ``m`` centers may run; ``intermediate``: a larger stage is planned after it."""
         room = self.usable() - self.reserve(m)
         if not can_grow:
             return room
+        if intermediate:
+            cap = max(STAGE_EPOCHS * self.epoch_seconds(m), MID_FRACTION * room)
+            return min(SHARE * room, cap)
         after = next_size(next_size(m, self.n_tr, max_size=self.max_size), self.n_tr, max_size=self.max_size)
         need = self.epoch_cost.predict(after, default=0.0) * MIN_EPOCHS + self.reserve(after)
         return SHARE * room if room * (1.0 - SHARE) >= need else room
+
+    def stage_cost(self, m, epochs):
+        """Projected seconds of a stage of ``epochs`` epochs at ``m`` centers and the fits after it."""
+        return epochs * self.epoch_seconds(m) + self.reserve(m)
+
+    def largest_size(self, m, epochs):
+        """The largest size up to :attr:`max_size` whose stage of ``epochs`` epochs fits in the time left (>= ``m``)."""
+        lo, hi = m, min(self.n_tr, self.max_size)
+        room = self.usable()
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.stage_cost(mid, epochs) <= room:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def plan(self, m):
+        """``(size, intermediate)``: the next stage after one at ``m`` centers (``size == m``: none).
+
+        Doubling while the time left buys a last stage of :data:`FINAL_EPOCHS`
+        epochs at four times ``m`` (the doubled stage is then intermediate);
+        else straight to the largest size that buys it; else doubling if
+        :data:`MIN_EPOCHS` epochs fit.
+        """
+        double = next_size(m, self.n_tr, max_size=self.max_size)
+        if double <= m:
+            return m, False
+        last = self.largest_size(m, FINAL_EPOCHS)
+        if last >= 2 * double:
+            return double, True
+        if last >= MIN_FACTOR * m:
+            return last, False
+        return (double, False) if self.usable() >= self.stage_cost(double, MIN_EPOCHS) else (m, False)
 
     def max_size_for(self, name):
         exact = name != "stoch-prop"
@@ -339,13 +431,13 @@ def tune_budgeted(a, parts):
     while True:
         m = int(loop.best_params.n_centers)
         if sizes is not None:
-            m_next = sizes[step] if step < len(sizes) else m
+            m_next, intermediate = (sizes[step] if step < len(sizes) else m), False
+            fits = run.usable() >= run.stage_cost(m_next, MIN_EPOCHS)
         else:
-            m_next = next_size(m, run.n_tr, max_size=run.max_size)
+            m_next, intermediate = run.plan(m)
+            fits = True
         gained = fails < GROW_PATIENCE
-        need = run.epoch_cost.predict(m_next, default=0.0) * MIN_EPOCHS + run.reserve(m_next)
-        if m_next > m and gained and not reason.startswith("failed") and reason != "callback" \
-                and run.usable() >= need:
+        if m_next > m and gained and not reason.startswith("failed") and reason != "callback" and fits:
             Z = add_centers(start.X, loop.best_params.centers, loop.best_params.lengthscale, m_next - m, rng,
                             how=GROW_FROM)
             params = loop.best_params.replace(centers=Z)
@@ -360,7 +452,7 @@ def tune_budgeted(a, parts):
             prev_best = min(s.validation_error for s in run.stages)
             can_grow = sizes is None or step + 1 < len(sizes)
             loop, reason, err = run.stage(name, obj, wrt, mask, profile, params, state,
-                                          run.allot(m_next, can_grow))
+                                          run.allot(m_next, can_grow, intermediate))
             step += 1
             if not math.isnan(err):
                 fails = 0 if err < prev_best * (1.0 - MIN_GAIN) else fails + 1
@@ -397,6 +489,10 @@ def tune_budgeted(a, parts):
         model = run.fit(obj, params, start.X, start.y)
     elif start.task == "regression" and start.y_val is not None:
         scores = predictive_scores(model, start.X_val, start.y_val)
+    if internal and start.task == "regression" and CALIBRATE and start.X_val.shape[0] >= CALIBRATE_MIN_ROWS:
+        factor = _variance_factor(run.results[best_i][2], start.X_val, start.y_val)
+        if factor is not None:
+            scale_variance(model, factor)
     if feature_names is not None:
         model.feature_names_in_ = feature_names
     return parts.result(model, params, History(run.records), obj, offset + loop.best_epoch,

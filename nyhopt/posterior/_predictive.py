@@ -39,6 +39,18 @@ def set_variance(est, vm, reason=None):
     est.noise_variance_ = None if vm is None else float(vm.noise_variance)
 
 
+def scale_variance(est, factor):
+    r"""Multiply a fitted model's predictive variance by ``factor`` > 0 (its mean is unchanged).
+
+    Both parts of the variance, the latent :math:`a[\dots]` and the noise
+    :math:`a n\lambda`, are proportional to the amplitude :math:`a`
+    (:mod:`nyhopt.posterior`), so the factor multiplies :math:`a`.
+    """
+    vm = est.variance_model_
+    set_variance(est, vm._replace(amplitude=float(vm.amplitude) * float(factor)),
+                 getattr(est, "_no_variance_reason", None))
+
+
 def uncertainty(est, X, cov, include_noise):
     """Variance (n,) or covariance (n, n) of the prediction in the fitted units, float64.
 
