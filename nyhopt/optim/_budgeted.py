@@ -142,10 +142,15 @@ def _objective_names(objective, can_choose):
     return names
 
 
+def _on_host(y):
+    """Held-out targets as a NumPy array (from NumPy, CuPy or a list)."""
+    return to_numpy(y) if hasattr(y, "shape") else np.asarray(y)
+
+
 def _holdout_error(model, task, X_val, y_val):
     """RMSE (regression, in the units of ``y``) or error rate of a fitted model on held-out rows."""
     pred = to_numpy(model.predict(X_val))
-    truth = to_numpy(y_val) if hasattr(y_val, "shape") else np.asarray(y_val)
+    truth = _on_host(y_val)
     if task == "regression":
         diff = pred.astype(np.float64) - truth.reshape(pred.shape).astype(np.float64)
         return float(np.sqrt(np.mean(diff * diff)))
@@ -168,7 +173,7 @@ def _variance_factor(model, X_val, y_val, level=0.95):
         return None
     mu, sd = model.predict(X_val, return_std=True)
     mu, sd = to_numpy(mu).astype(np.float64), to_numpy(sd).astype(np.float64)
-    truth = (to_numpy(y_val) if hasattr(y_val, "shape") else np.asarray(y_val)).astype(np.float64)
+    truth = _on_host(y_val).astype(np.float64)
     r = truth.reshape(mu.shape) - mu
     with np.errstate(divide="ignore", invalid="ignore"):
         score = np.abs(r) / sd.reshape(sd.shape + (1,) * (r.ndim - sd.ndim))

@@ -302,13 +302,11 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
         column names; a DataFrame's own names are taken by default).
     time_budget : float, optional
         Seconds the call may take, the final fit included: the run then
-        tunes in stages, growing the centers (doubling them, then straight
-        to the largest size whose last stage fits in the time left; new ones
-        by k-means++ seeding in the tuned metric) while the held-out error
-        improves, warm-started from the previous stage; ``epochs`` caps each
-        stage.  With 1000 held-out rows of its own or more, the final
-        model's 95% intervals are scaled to cover them.  It holds out
-        ``min(10%, 5000)`` rows to choose among the stages unless
+        tunes in stages, growing the centers (doubled, then to the largest
+        size that fits; k-means++ seeds in the tuned metric) while the
+        held-out error improves, warm-started; ``epochs`` caps each stage;
+        from 1000 rows held out, 95% intervals are scaled to cover them.
+        It holds out ``min(10%, 5000)`` rows to choose among the stages unless
         ``validation`` is given (the final model is then fitted on all the
         rows) and may switch from ``prop`` to ``stoch-prop`` where that is
         measured to be faster.  A list ``objective`` is chosen at the first
