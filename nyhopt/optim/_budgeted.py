@@ -10,7 +10,8 @@ the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
    run, which may use the whole budget: a budget that buys the default run
    gets at least its result), for each candidate of a list ``objective``
    (``"auto"``: :data:`AUTO_OBJECTIVES`) in turn (sharing the budget); the
-   candidate with the lowest held-out error goes on.
+   candidate with the lowest held-out error goes on (with ``"auto"``,
+   :data:`PREFERRED` unless another is clearly better: :func:`_choose_candidate`).
 3. **Grow** (:mod:`nyhopt.optim._grow`, :meth:`_Run.plan`): keep the tuned
    :math:`\lambda, \ell`, amplitude, centers and Adam's state, add new
    centers by k-means++ seeding in the tuned metric, and run the next
@@ -105,6 +106,12 @@ MIN_FACTOR = 1.25
 #: objective, and SGPR with its constant mean and amplitude, far better on some sets
 #: (docs/results/accuracy-at-scale.md).
 AUTO_OBJECTIVES = ("prop", "sgpr")
+#: The candidate of ``"auto"`` that goes on unless another is clearly better at stage 0 (a paired
+#: z-score of the held-out losses above PREFER_Z): SGPR's bound tightens towards the exact GP's
+#: likelihood as centers are added, and its held-out error kept falling with the centers where
+#: ``prop``'s levelled off (docs/tuning.md, "A time budget"), while the two are often within the
+#: noise of the held-out rows at the starting size.
+PREFERRED, PREFER_Z = "sgpr", 2.0
 #: Scale the final model's predictive variance so that its 95% intervals cover the held-out rows
 #: (:func:`_variance_factor`) when the run held them out itself: the noise of the bound absorbs the
 #: Nystrom error, and the intervals over-cover where the data's own noise is low.  Only from
@@ -147,14 +154,35 @@ def _on_host(y):
     return to_numpy(y) if hasattr(y, "shape") else np.asarray(y)
 
 
-def _holdout_error(model, task, X_val, y_val):
-    """RMSE (regression, in the units of ``y``) or error rate of a fitted model on held-out rows."""
+def _holdout_losses(model, task, X_val, y_val):
+    """Per-row losses of a fitted model on held-out rows: squared errors (regression) or 0/1 errors."""
     pred = to_numpy(model.predict(X_val))
     truth = _on_host(y_val)
     if task == "regression":
         diff = pred.astype(np.float64) - truth.reshape(pred.shape).astype(np.float64)
-        return float(np.sqrt(np.mean(diff * diff)))
-    return float(np.mean(pred.reshape(-1) != truth.reshape(-1)))
+        return (diff * diff).reshape(diff.shape[0], -1).mean(axis=1)
+    return (pred.reshape(-1) != truth.reshape(-1)).astype(np.float64)
+
+
+def _holdout_error(losses, task):
+    """RMSE (regression, in the units of ``y``) or error rate from :func:`_holdout_losses`."""
+    mean = float(np.mean(losses))
+    return math.sqrt(mean) if task == "regression" else mean
+
+
+def _clearly_better(losses, than):
+    r"""Whether per-row ``losses`` are lower than ``than`` (same rows) by more than :data:`PREFER_Z` standard errors.
+
+    The paired z-score :math:`\bar d / (s_d/\sqrt k)` of the differences
+    :math:`d_i` = ``than`` - ``losses`` on the :math:`k` rows.
+    """
+    d = np.asarray(than, dtype=np.float64) - np.asarray(losses, dtype=np.float64)
+    if d.size < 2:
+        return False
+    mean, sd = float(np.mean(d)), float(np.std(d, ddof=1))
+    if sd == 0.0:
+        return mean > 0.0
+    return mean / (sd / math.sqrt(d.size)) > PREFER_Z
 
 
 def _variance_factor(model, X_val, y_val, level=0.95):
@@ -198,7 +226,7 @@ class _Run:
     def __init__(self, a, parts, budget):
         self.a, self.parts, self.budget = a, parts, budget
         self.epoch_cost, self.fit_cost = SizeCost(), SizeCost()
-        self.records, self.stages, self.results = [], [], []
+        self.records, self.stages, self.results, self.losses = [], [], [], []
         self.t_offset = 0.0
         self.margin = 0.03 * budget.seconds + 0.05
 
@@ -260,12 +288,13 @@ class _Run:
         if times:
             self.epoch_cost.add(m, statistics.median(times))
         reason = "time" if (loop.stop_reason == "callback" and why[0] == "time") else loop.stop_reason
-        model, err = None, math.nan
+        model, err, losses = None, math.nan, None
         if self.start.X_val is not None and not polish:
             t_fit = b.now()
             model = self.fit(obj, loop.best_params, self.start.X, self.start.y)
             self.fit_cost.add(m, b.now() - t_fit)
-            err = _holdout_error(model, self.start.task, self.start.X_val, self.start.y_val)
+            losses = _holdout_losses(model, self.start.task, self.start.X_val, self.start.y_val)
+            err = _holdout_error(losses, self.start.task)
         for r in loop.history:
             self.records.append(r._replace(epoch=offset + r.epoch, time=self.t_offset + r.time))
         if len(loop.history):
@@ -273,6 +302,7 @@ class _Run:
         best = loop.history[loop.best_epoch].objective if len(loop.history) else math.nan
         self.stages.append(Stage(m, name, offset, max(len(loop.history) - 1, 0), b.now() - t0, best, err, reason))
         self.results.append((loop, obj, model, offset, (wrt, mask, profile)))
+        self.losses.append(losses)
         return loop, reason, err
 
     def fit(self, obj, params, X, y):
@@ -348,9 +378,33 @@ class _Run:
         cand.value_and_grad(params, wrt=wrt)  # setup and compilation
         t0 = b.now()
         cand.value_and_grad(params, wrt=wrt)
-        if b.now() - t0 < SWITCH_FACTOR * projected:
-            return cand
-        return None
+        stochastic = b.now() - t0
+        if stochastic >= SWITCH_FACTOR * projected:
+            return None
+        t0 = b.now()  # the projection from smaller sizes can be far off: time prop's step itself
+        obj.value_and_grad(params, wrt=wrt)
+        exact = b.now() - t0
+        self.epoch_cost.add(int(params.n_centers), exact)
+        return cand if stochastic < SWITCH_FACTOR * exact else None
+
+
+def _choose_candidate(run, names, auto):
+    """The stage 0 candidate that goes on (its index in ``run.stages``).
+
+    The lowest held-out error wins; with ``auto``, :data:`PREFERRED` wins
+    unless another candidate's held-out losses are clearly lower
+    (:func:`_clearly_better`).  The candidates not chosen are not considered
+    again, not even for the final model.
+    """
+    errors = [s.validation_error for s in run.stages[:len(names)]]
+    if any(math.isnan(e) for e in errors):
+        return 0
+    best = min(range(len(names)), key=errors.__getitem__)
+    if auto and PREFERRED in names and names[best] != PREFERRED:
+        p = names.index(PREFERRED)
+        if not _clearly_better(run.losses[best], run.losses[p]):
+            return p
+    return best
 
 
 def _polish(run, k, X_all, y_all, freeze):
@@ -419,18 +473,17 @@ def tune_budgeted(a, parts):
     run.max_size = run.max_size_for(names[0])
 
     # stage 0: every candidate objective from the same start
-    best_i, best_err = None, math.inf
-    current = None
+    candidates = []
     for k, name in enumerate(names):
         obj0 = start.obj if k == 0 else build_objective(name, start.X, start.enc, start.template, run.seed,
                                                         a["objective_options"])
         obj, wrt, mask, profile = parts.objective_stage(obj0, freeze, start.tracker)
         share = run.allot(int(start.params.n_centers), False) / (len(names) - k)  # stage 0 as without a budget
         loop, reason, err = run.stage(name, obj, wrt, mask, profile, start.params, None, share)
-        if current is None or err < best_err:
-            best_i, best_err = len(run.stages) - 1, err
-            current = (name, obj, wrt, mask, profile, loop, reason)
-    name, obj, wrt, mask, profile, loop, reason = current
+        candidates.append((name, obj, wrt, mask, profile, loop, reason))
+    best_i = _choose_candidate(run, names, a["objective"] == "auto")
+    best_err = run.stages[best_i].validation_error
+    name, obj, wrt, mask, profile, loop, reason = candidates[best_i]
     run.max_size = run.max_size_for(name)
     step, fails = 1, 0
     while True:
@@ -454,7 +507,7 @@ def tune_budgeted(a, parts):
                 name = "stoch-prop"
                 obj, wrt, mask, profile = parts.objective_stage(switched, freeze, start.tracker)
                 run.max_size = run.max_size_for(name)
-            prev_best = min(s.validation_error for s in run.stages)
+            prev_best = best_err
             can_grow = sizes is None or step + 1 < len(sizes)
             loop, reason, err = run.stage(name, obj, wrt, mask, profile, params, state,
                                           run.allot(m_next, can_grow, intermediate))
