@@ -11,7 +11,7 @@ the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
    gets at least its result), for each candidate of a list ``objective``
    (``"auto"``: :data:`AUTO_OBJECTIVES`) in turn (sharing the budget); the
    candidate with the lowest held-out error goes on (with ``"auto"``,
-   :data:`PREFERRED` unless another is clearly better: :func:`_choose_candidate`).
+   :data:`PREFERRED`, the others kept as fallbacks: :func:`_choose_candidate`).
 3. **Grow** (:mod:`nyhopt.optim._grow`, :meth:`_Run.plan`): keep the tuned
    :math:`\lambda, \ell`, amplitude, centers and Adam's state, add new
    centers by k-means++ seeding in the tuned metric, and run the next
@@ -95,8 +95,9 @@ POLISH_EPOCHS = 5
 #: Growing stops after this many grown stages in a row without that gain.
 GROW_PATIENCE = 2
 #: Epochs the last stage is planned for: the run grows straight to the largest size that buys them
-#: once doubling twice would not fit.
-FINAL_EPOCHS = 40
+#: once doubling twice would not fit.  Fewer epochs on more centers won at every setting measured
+#: (60, 40, 25, 15); 25 leaves a margin for centers that need more steps (docs/tuning.md).
+FINAL_EPOCHS = 25
 #: An intermediate stage (one a larger stage is planned after) runs for at most the larger of this many
 #: epochs at its projected cost and MID_FRACTION of the time left, before patience stops it.
 STAGE_EPOCHS, MID_FRACTION = 40, 0.1
@@ -106,11 +107,11 @@ MIN_FACTOR = 1.25
 #: objective, and SGPR with its constant mean and amplitude, far better on some sets
 #: (docs/results/accuracy-at-scale.md).
 AUTO_OBJECTIVES = ("prop", "sgpr")
-#: The candidate of ``"auto"`` that goes on unless another is clearly better at stage 0 (a paired
-#: z-score of the held-out losses above PREFER_Z): SGPR's bound tightens towards the exact GP's
-#: likelihood as centers are added, and its held-out error kept falling with the centers where
-#: ``prop``'s levelled off (docs/tuning.md, "A time budget"), while the two are often within the
-#: noise of the held-out rows at the starting size.
+#: The candidate of ``"auto"`` that grows: SGPR's bound tightens towards the exact GP's likelihood as
+#: centers are added, and its held-out error kept falling with the centers where ``prop``'s levelled
+#: off, even where ``prop`` was clearly better at 100 centers (docs/tuning.md, "A time budget").  The
+#: other candidates' first stages give the final model only when their held-out losses are lower than
+#: the best grown stage's by a paired z-score above PREFER_Z.
 PREFERRED, PREFER_Z = "sgpr", 2.0
 #: Scale the final model's predictive variance so that its 95% intervals cover the held-out rows
 #: (:func:`_variance_factor`) when the run held them out itself: the noise of the bound absorbs the
@@ -389,21 +390,29 @@ class _Run:
 
 
 def _choose_candidate(run, names, auto):
-    """The stage 0 candidate that goes on (its index in ``run.stages``).
+    """``(k, fallbacks)``: the stage 0 candidate that grows and those kept for the end (indices in ``run.stages``).
 
-    The lowest held-out error wins; with ``auto``, :data:`PREFERRED` wins
-    unless another candidate's held-out losses are clearly lower
-    (:func:`_clearly_better`).  The candidates not chosen are not considered
-    again, not even for the final model.
+    The lowest held-out error grows; with ``auto``, :data:`PREFERRED` grows
+    and the other candidates' stages stay as fallbacks: the final model is
+    one of them only when it is clearly better than the best grown stage
+    (:func:`_with_fallback`).
     """
     errors = [s.validation_error for s in run.stages[:len(names)]]
     if any(math.isnan(e) for e in errors):
-        return 0
-    best = min(range(len(names)), key=errors.__getitem__)
-    if auto and PREFERRED in names and names[best] != PREFERRED:
+        return 0, []
+    if auto and PREFERRED in names:
         p = names.index(PREFERRED)
-        if not _clearly_better(run.losses[best], run.losses[p]):
-            return p
+        return p, [i for i in range(len(names)) if i != p]
+    return min(range(len(names)), key=errors.__getitem__), []
+
+
+def _with_fallback(run, best, fallbacks):
+    """``best``, or a fallback stage whose held-out losses are clearly lower (:func:`_clearly_better`)."""
+    if run.losses[best] is None:
+        return best
+    for f in fallbacks:
+        if _clearly_better(run.losses[f], run.losses[best]):
+            best = f
     return best
 
 
@@ -481,7 +490,7 @@ def tune_budgeted(a, parts):
         share = run.allot(int(start.params.n_centers), False) / (len(names) - k)  # stage 0 as without a budget
         loop, reason, err = run.stage(name, obj, wrt, mask, profile, start.params, None, share)
         candidates.append((name, obj, wrt, mask, profile, loop, reason))
-    best_i = _choose_candidate(run, names, a["objective"] == "auto")
+    best_i, fallbacks = _choose_candidate(run, names, a["objective"] == "auto")
     best_err = run.stages[best_i].validation_error
     name, obj, wrt, mask, profile, loop, reason = candidates[best_i]
     run.max_size = run.max_size_for(name)
@@ -533,6 +542,8 @@ def tune_budgeted(a, parts):
     if best_i is None or math.isnan(best_err):
         best_i = max((i for i, s in enumerate(run.stages) if not s.stop_reason.startswith("failed")),
                      default=len(run.stages) - 1)
+    else:
+        best_i = _with_fallback(run, best_i, fallbacks)
     loop, obj, model, offset, _ = run.results[best_i]
     if internal:
         X_all, y_all = _concat(start.X, start.X_val), _concat(start.y, start.y_val)

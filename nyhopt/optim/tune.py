@@ -175,10 +175,10 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
     objective : str or list of str, default "auto"
         "holdout", "loocv", "gcv", "creg", "sgpr", "prop" or "stoch-prop"
         (see :func:`nyhopt.make_objective`), or "auto": ``"prop"`` (the
-        paper's objective) without ``time_budget``; with one, both ``"prop"``
-        and ``"sgpr"`` at the first stage, ``"sgpr"`` going on unless ``"prop"``
-        is clearly better held out (``"prop"`` alone below 200 rows without
-        ``validation``, or with ``objective_options``).  A list (e.g. ``["prop", "sgpr",
+        paper's objective) without ``time_budget``; with one, ``"prop"`` and
+        ``"sgpr"`` at the first stage, then ``"sgpr"`` grows (``"prop"``'s stage
+        is the result if clearly better held out; ``"prop"`` alone below 200
+        rows without ``validation``, or with ``objective_options``).  A list (e.g. ``["prop", "sgpr",
         "gcv"]``) chooses by validation error, which needs ``validation``:
         each candidate is tuned from the same start on the training part, the
         one whose tuned model has the lowest validation error wins (the first
