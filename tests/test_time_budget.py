@@ -227,6 +227,9 @@ def test_auto_grows_sgpr_and_falls_back_only_on_clearly_lower_losses():
     assert _budgeted._with_fallback(run, 1, [0]) == 1  # within the noise: the grown objective
     assert _budgeted._with_fallback(_Stages([clearly, base]), 1, [0]) == 0
     assert _budgeted._with_fallback(_Stages([base, clearly]), 1, [0]) == 1
+    failed = _Stages([base, base])
+    failed.stages[1] = failed.stages[1]._replace(validation_error=math.nan)  # sgpr failed: prop grows
+    assert _budgeted._choose_candidate(failed, names, auto=True) == (0, [])
 
 
 @pytest.mark.parametrize("how", ["few rows", "options"])

@@ -398,12 +398,13 @@ def _choose_candidate(run, names, auto):
     (:func:`_with_fallback`).
     """
     errors = [s.validation_error for s in run.stages[:len(names)]]
-    if any(math.isnan(e) for e in errors):
+    valid = [i for i, e in enumerate(errors) if not math.isnan(e)]  # none without held-out rows
+    if not valid:
         return 0, []
-    if auto and PREFERRED in names:
+    if auto and PREFERRED in names and names.index(PREFERRED) in valid:
         p = names.index(PREFERRED)
-        return p, [i for i in range(len(names)) if i != p]
-    return min(range(len(names)), key=errors.__getitem__), []
+        return p, [i for i in valid if i != p]
+    return min(valid, key=errors.__getitem__), []
 
 
 def _with_fallback(run, best, fallbacks):
