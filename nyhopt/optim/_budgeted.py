@@ -150,15 +150,10 @@ def _objective_names(objective, can_choose):
     return names
 
 
-def _on_host(y):
-    """Held-out targets as a NumPy array (from NumPy, CuPy or a list)."""
-    return to_numpy(y) if hasattr(y, "shape") else np.asarray(y)
-
-
 def _holdout_losses(model, task, X_val, y_val):
     """Per-row losses of a fitted model on held-out rows: squared errors (regression) or 0/1 errors."""
     pred = to_numpy(model.predict(X_val))
-    truth = _on_host(y_val)
+    truth = to_numpy(y_val)
     if task == "regression":
         diff = pred.astype(np.float64) - truth.reshape(pred.shape).astype(np.float64)
         return (diff * diff).reshape(diff.shape[0], -1).mean(axis=1)
@@ -202,7 +197,7 @@ def _variance_factor(model, X_val, y_val, level=0.95):
         return None
     mu, sd = model.predict(X_val, return_std=True)
     mu, sd = to_numpy(mu).astype(np.float64), to_numpy(sd).astype(np.float64)
-    truth = _on_host(y_val).astype(np.float64)
+    truth = to_numpy(y_val, dtype=np.float64)
     r = truth.reshape(mu.shape) - mu
     with np.errstate(divide="ignore", invalid="ignore"):
         score = np.abs(r) / sd.reshape(sd.shape + (1,) * (r.ndim - sd.ndim))
@@ -401,16 +396,14 @@ def _choose_candidate(run, names, auto):
     valid = [i for i, e in enumerate(errors) if not math.isnan(e)]  # none without held-out rows
     if not valid:
         return 0, []
-    if auto and PREFERRED in names and names.index(PREFERRED) in valid:
-        p = names.index(PREFERRED)
+    p = names.index(PREFERRED) if PREFERRED in names else None
+    if auto and p in valid:
         return p, [i for i in valid if i != p]
     return min(valid, key=errors.__getitem__), []
 
 
 def _with_fallback(run, best, fallbacks):
     """``best``, or a fallback stage whose held-out losses are clearly lower (:func:`_clearly_better`)."""
-    if run.losses[best] is None:
-        return best
     for f in fallbacks:
         if _clearly_better(run.losses[f], run.losses[best]):
             best = f
