@@ -232,6 +232,19 @@ def test_auto_grows_sgpr_and_falls_back_only_on_clearly_lower_losses():
     assert _budgeted._choose_candidate(failed, names, auto=True) == (0, [])
 
 
+def test_sgpr_grows_from_props_point_where_prop_is_clearly_better(tick_clock, monkeypatch):
+    monkeypatch.setattr(_budgeted, "PREFER_Z", -math.inf)  # prop's stage 0 is taken as clearly better
+    X, y = _problem(600)
+    res = nh.tune(X, y, time_budget=8.0, progress=False)
+    s0, s1, s2 = res.stages[:3]
+    assert (s0.objective, s1.objective, s2.objective) == ("prop", "sgpr", "sgpr") and s2.centers > s0.centers
+    recs0 = [res.history[i] for i in range(s0.first_epoch, s0.first_epoch + s0.epochs + 1)]
+    best0 = min(recs0, key=lambda r: r.objective)
+    start = res.history[s2.first_epoch]
+    assert start.penalty == best0.penalty
+    np.testing.assert_array_equal(start.lengthscale, best0.lengthscale)
+
+
 @pytest.mark.parametrize("how", ["few rows", "options"])
 def test_auto_objective_is_prop_where_rows_cannot_choose(tick_clock, how):
     X, y = _problem(150 if how == "few rows" else 600)

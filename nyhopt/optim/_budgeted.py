@@ -11,7 +11,9 @@ the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
    gets at least its result), for each candidate of a list ``objective``
    (``"auto"``: :data:`AUTO_OBJECTIVES`) in turn (sharing the budget); the
    candidate with the lowest held-out error goes on (with ``"auto"``,
-   :data:`PREFERRED`, the others kept as fallbacks: :func:`_choose_candidate`).
+   :data:`PREFERRED`, the others kept as fallbacks: :func:`_choose_candidate`;
+   it grows from a fallback's best point when that one is clearly better:
+   :func:`_with_fallback`).
 3. **Grow** (:mod:`nyhopt.optim._grow`, :meth:`_Run.plan`): keep the tuned
    :math:`\lambda, \ell`, amplitude, centers and Adam's state, add new
    centers by k-means++ seeding in the tuned metric, and run the next
@@ -403,7 +405,14 @@ def _choose_candidate(run, names, auto):
 
 
 def _with_fallback(run, best, fallbacks):
-    """``best``, or a fallback stage whose held-out losses are clearly lower (:func:`_clearly_better`)."""
+    """``best``, or a fallback stage whose held-out losses are clearly lower (:func:`_clearly_better`).
+
+    Asked twice: after stage 0, for the point the first grown stage starts
+    from (``sgpr`` at 100 centers can settle where the lengthscales are long
+    and the signal is taken for noise, and growing from there stays there,
+    where ``prop``'s point leads the bound to the short lengthscales:
+    docs/tuning.md, "A time budget"), and at the end, for the final model.
+    """
     for f in fallbacks:
         if _clearly_better(run.losses[f], run.losses[best]):
             best = f
@@ -487,10 +496,11 @@ def tune_budgeted(a, parts):
     best_i, fallbacks = _choose_candidate(run, names, a["objective"] == "auto")
     best_err = run.stages[best_i].validation_error
     name, obj, wrt, mask, profile, loop, reason = candidates[best_i]
+    source = candidates[_with_fallback(run, best_i, fallbacks)][5]  # the point the first growth starts from
     run.max_size = run.max_size_for(name)
     step, fails = 1, 0
     while True:
-        m = int(loop.best_params.n_centers)
+        m = int(source.best_params.n_centers)
         if sizes is not None:
             m_next, intermediate = (sizes[step] if step < len(sizes) else m), False
             fits = run.usable() >= run.stage_cost(m_next, MIN_EPOCHS)
@@ -499,10 +509,11 @@ def tune_budgeted(a, parts):
             fits = True
         gained = fails < GROW_PATIENCE
         if m_next > m and gained and not reason.startswith("failed") and reason != "callback" and fits:
-            Z = add_centers(start.X, loop.best_params.centers, loop.best_params.lengthscale, m_next - m, rng,
-                            how=GROW_FROM)
-            params = loop.best_params.replace(centers=Z)
-            state = None if ADAM_CARRY == "reset" else grow_state(loop.state, m_next, fill=ADAM_CARRY)
+            kept = source.best_params
+            Z = add_centers(start.X, kept.centers, kept.lengthscale, m_next - m, rng, how=GROW_FROM)
+            params = kept.replace(centers=Z)
+            fresh = ADAM_CARRY == "reset" or source is not loop  # another objective's moments do not carry
+            state = None if fresh else grow_state(loop.state, m_next, fill=ADAM_CARRY)
             if hasattr(obj, "reset"):  # a warm start of the old size (stoch-prop's CG variable)
                 obj.reset()
             switched = run.maybe_switch(name, obj, params, wrt)
@@ -514,6 +525,7 @@ def tune_budgeted(a, parts):
             can_grow = sizes is None or step + 1 < len(sizes)
             loop, reason, err = run.stage(name, obj, wrt, mask, profile, params, state,
                                           run.allot(m_next, can_grow, intermediate))
+            source = loop
             step += 1
             if not math.isnan(err):
                 fails = 0 if err < prev_best * (1.0 - MIN_GAIN) else fails + 1
@@ -527,6 +539,7 @@ def tune_budgeted(a, parts):
         if reason == "time" and not internal and run.usable() - run.reserve(m) >= 3.0 * est:  # go on with it
             loop, reason, err = run.stage(name, obj, wrt, mask, profile, loop.last_params, loop.state,
                                           run.usable() - run.reserve(m))
+            source = loop
             if not math.isnan(err) and err < best_err:
                 best_i, best_err = len(run.stages) - 1, err
             if reason == "time":
