@@ -4,7 +4,10 @@ Protocol: each dataset's split of :func:`nyhopt.datasets.load_dataset` (X and
 y standardized on the training part), or the synthetic problem of
 ``docs/benchmarks.md`` (``--synthetic N``, standardized the same way here),
 or the kin40k-like robot arm of ``examples/_robot_arm.py`` (``--robot-arm N``:
-N training rows, 4000 test rows).
+N training rows, 4000 test rows), or a single-index sine (``--sine N``:
+:math:`y = \sin(x^\top w) + 0.1\varepsilon`, 6 standard normal features,
+:math:`w \sim N(0, I)`, N training rows, 2000 test rows), where ``sgpr`` at 100
+centers takes the signal for noise (``docs/tuning.md``, "A time budget").
 Methods:
 
 * ``default``: ``tune(X, y)`` as it is today (``prop``, 100 centers, at most
@@ -62,6 +65,8 @@ def parse_args(argv=None):
                         help="also the synthetic problem with N training rows (0: not run)")
     parser.add_argument("--robot-arm", type=int, default=0, metavar="N",
                         help="also the kin40k-like robot arm with N training rows (0: not run)")
+    parser.add_argument("--sine", type=int, default=0, metavar="N",
+                        help="also the single-index sine with N training rows (0: not run)")
     parser.add_argument("--no-default", action="store_true", help="skip the default run")
     parser.add_argument("--export", type=Path, default=None, metavar="DIR",
                         help="also write the problems for examples/gpytorch_sgpr_baseline.py")
@@ -86,8 +91,20 @@ def _problem(name, seed, args):
         return ((ds.X_train - mu) / sd, (ds.y_train - ym) / ys, (ds.X_test - mu) / sd, (ds.y_test - ym) / ys)
     if name == "robot-arm":
         return robot_arm_split(args.robot_arm, 4000, seed=seed)
+    if name == "sine":
+        return _sine_split(args.sine, 2000, seed)
     ds = load_dataset(name, data_dir=args.data_dir, seed=seed)
     return ds.X_train, ds.y_train, ds.X_test, ds.y_test
+
+
+def _sine_split(n_train, n_test, seed, d=6, noise=0.1):
+    """The single-index sine of ``--sine``, standardized on the training part."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n_train + n_test, d))
+    y = np.sin(X @ rng.normal(size=d)) + noise * rng.normal(size=n_train + n_test)
+    Xtr, ytr, Xte, yte = X[:n_train], y[:n_train], X[n_train:], y[n_train:]
+    mu, sd, ym, ys = Xtr.mean(axis=0), Xtr.std(axis=0), ytr.mean(), ytr.std()
+    return (Xtr - mu) / sd, (ytr - ym) / ys, (Xte - mu) / sd, (yte - ym) / ys
 
 
 def export(folder, name, seed, problem, sizes):
@@ -167,7 +184,7 @@ def main(argv=None):
         return rows
     rows = []
     names = list(args.datasets) + (["synthetic"] if args.synthetic else []) + (
-        ["robot-arm"] if args.robot_arm else [])
+        ["robot-arm"] if args.robot_arm else []) + (["sine"] if args.sine else [])
     for name in names:
         for seed in args.seeds:
             problem = _problem(name, seed, args)
