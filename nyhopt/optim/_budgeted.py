@@ -35,8 +35,9 @@ the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
    hyperparameters, and it takes over when its step is faster.  The tuned
    hyperparameters and Adam's state carry over (both minimize the same
    :math:`\mathcal L_{Prop}`).
-5. **Finish**: the stage with the lowest held-out error (without held-out
-   rows, the last stage) gives the model.  With rows held out by the run
+5. **Finish**: the largest stage whose held-out losses are not clearly
+   above the lowest error's (:func:`_largest_within_noise`; without
+   held-out rows, the last stage) gives the model.  With rows held out by the run
    itself, a last stage (:func:`_polish`) tunes that stage's objective on
    all the rows from its best point, for the time left (at least
    :data:`POLISH_EPOCHS` epochs, else it is skipped); its held-out error is
@@ -419,6 +420,20 @@ def _with_fallback(run, best, fallbacks):
     return best
 
 
+def _largest_within_noise(run, best, pool):
+    """The stage of ``pool`` with the most centers whose held-out losses are not clearly above ``best``'s.
+
+    Stages whose held-out errors differ by less than their noise are told
+    apart by their size: the larger is the better approximation of the
+    kernel, the one that more centers bring towards the exact GP (measured:
+    docs/tuning.md, "A time budget", point 5).  Ties in size go to the lower
+    error.
+    """
+    within = [k for k in pool if run.losses[k] is not None and not math.isnan(run.stages[k].validation_error)
+              and not _clearly_better(run.losses[best], run.losses[k])]
+    return max(within, key=lambda k: (run.stages[k].centers, -run.stages[k].validation_error), default=best)
+
+
 def _polish(run, k, X_all, y_all, freeze):
     """Stage ``k`` (the best) tuned on all the rows for the time left: ``(loop, objective, offset)`` or None.
 
@@ -494,6 +509,7 @@ def tune_budgeted(a, parts):
         loop, reason, err = run.stage(name, obj, wrt, mask, profile, start.params, None, share)
         candidates.append((name, obj, wrt, mask, profile, loop, reason))
     best_i, fallbacks = _choose_candidate(run, names, a["objective"] == "auto")
+    grown = best_i
     best_err = run.stages[best_i].validation_error
     name, obj, wrt, mask, profile, loop, reason = candidates[best_i]
     source = candidates[_with_fallback(run, best_i, fallbacks)][5]  # the point the first growth starts from
@@ -550,7 +566,8 @@ def tune_budgeted(a, parts):
         best_i = max((i for i, s in enumerate(run.stages) if not s.stop_reason.startswith("failed")),
                      default=len(run.stages) - 1)
     else:
-        best_i = _with_fallback(run, best_i, fallbacks)
+        pool = [grown] + list(range(len(names), len(run.stages)))
+        best_i = _with_fallback(run, _largest_within_noise(run, best_i, pool), fallbacks)
     loop, obj, model, offset, _ = run.results[best_i]
     if internal:
         X_all, y_all = _concat(start.X, start.X_val), _concat(start.y, start.y_val)
