@@ -457,3 +457,26 @@ def test_budgeted_run_calibrates_its_error_bars_on_its_held_out_rows(tick_clock,
     assert [s.centers for s in calibrated.stages] == [s.centers for s in plain.stages]
     np.testing.assert_allclose(calibrated.model.predict(X), plain.model.predict(X), rtol=1e-12, atol=1e-12)
     assert calibrated.model.amplitude_ != pytest.approx(plain.model.amplitude_, rel=1e-6)
+
+
+@pytest.mark.gpu
+def test_budget_holds_on_the_gpu_and_the_model_stays_there(tick_clock):
+    cp = pytest.importorskip("cupy")
+    X, y = _problem(300)
+    res = nh.tune(cp.asarray(X), cp.asarray(y), objective="prop", centers=30, time_budget=6.0, epochs=40,
+                  progress=False)
+    assert res.elapsed <= 1.1 * 6.0  # the simulated clock, the final fit included
+    assert len(res.stages) >= 2 and res.stages[1].centers > res.stages[0].centers  # grown on the device
+    assert isinstance(res.model.predict(cp.asarray(X[:5])), cp.ndarray)
+    assert isinstance(res.model.centers_, cp.ndarray)
+
+
+@pytest.mark.gpu
+def test_real_clock_budget_holds_on_the_gpu():
+    cp = pytest.importorskip("cupy")
+    X, y = _problem(800)
+    t0 = time.perf_counter()
+    res = nh.tune(cp.asarray(X), cp.asarray(y), time_budget=4.0, progress=False)
+    wall = time.perf_counter() - t0
+    assert wall < 4.0 * 1.1 + 3.0  # loose, as on the CPU: a first compilation may add a few seconds
+    assert res.elapsed <= wall and len(res.stages) >= 1
