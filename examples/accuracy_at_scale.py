@@ -5,8 +5,8 @@ y standardized on the training part), or the synthetic problem of
 ``docs/benchmarks.md`` (``--synthetic N``, standardized the same way here),
 or the kin40k-like robot arm of ``examples/_robot_arm.py`` (``--robot-arm N``:
 N training rows, 4000 test rows), or a single-index sine (``--sine N``:
-:math:`y = \sin(x^\top w) + 0.1\varepsilon`, 6 standard normal features,
-:math:`w \sim N(0, I)`, N training rows, 2000 test rows), where ``sgpr`` at 100
+``y = sin(x @ w) + 0.1 * noise``, 6 standard normal features, ``w`` standard
+normal, N training rows, 2000 test rows), where ``sgpr`` at 100
 centers takes the signal for noise (``docs/tuning.md``, "A time budget").
 Methods:
 

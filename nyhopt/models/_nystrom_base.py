@@ -1,4 +1,4 @@
-"""What the two Nystrom estimators share: their parameters, the fit and the spread of a prediction.
+r"""What the two Nystrom estimators share: their parameters, the fit and the spread of a prediction.
 
 :class:`NystromBase` solves for the coefficients of :math:`f(x) = k(x, Z)\,\alpha`
 (``docs/solvers.md``) with the Falkon or the direct solver, fits the
