@@ -452,7 +452,7 @@ def test_info_text_and_json(capsys):
 
 
 def test_info_without_cupy_or_nvrtc(monkeypatch):
-    from nyhopt.backend import _info
+    from nyhopt.cli import _report as _info
     from nyhopt.ops import _cuda_compile as cc
 
     def no_nvrtc(*args, **kwargs):

@@ -47,7 +47,7 @@ def array_module(device):
     if cp is not None:
         return cp
     if device == "gpu":
-        from ..backend._info import gpu_problem
+        from ._report import gpu_problem
 
         why = gpu_problem() or "CuPy reports no usable CUDA device"
         raise CLIError(f"--device gpu: no usable CUDA GPU: {why}; see 'nyhopt info'")

@@ -5,7 +5,7 @@ import json
 
 
 def cmd_info(args) -> int:
-    from ..backend._info import format_text, gather
+    from ._report import format_text, gather
 
     info = gather(compile_cuda=not args.no_compile)
     print(json.dumps(info, indent=1) if args.json else format_text(info))

@@ -5,7 +5,7 @@ machine without a GPU or without NVRTC gives a line that says so, never an excep
 
 Examples
 --------
->>> from nyhopt.backend._info import gather, format_text
+>>> from nyhopt.cli._report import gather, format_text
 >>> info = gather(compile_cuda=False)
 >>> info["nyhopt"] == __import__("nyhopt").__version__
 True
@@ -173,7 +173,7 @@ def _nyhopt_config():
     import os
 
     from .. import get_memory_budget
-    from ._threads import pool_workers
+    from ..backend._threads import pool_workers
 
     out = {"memory_budget_bytes": get_memory_budget()}
     try:
