@@ -452,22 +452,22 @@ def test_info_text_and_json(capsys):
 
 
 def test_info_without_cupy_or_nvrtc(monkeypatch):
-    from nyhopt.cli import _report as _info
+    from nyhopt.cli import _report
     from nyhopt.ops import _cuda_compile as cc
 
     def no_nvrtc(*args, **kwargs):
         raise RuntimeError("NVRTC could not be loaded\nsecond line")
 
     monkeypatch.setattr(cc, "nvrtc_compile", no_nvrtc)
-    monkeypatch.setattr(_info, "_version", lambda name: None)
-    info = _info.gather()  # a CPU-only install: no compile error, no pointer to the test extra
+    monkeypatch.setattr(_report, "_version", lambda name: None)
+    info = _report.gather()  # a CPU-only install: no compile error, no pointer to the test extra
     assert info["cuda_compile"].startswith("no GPU support installed") and "test" not in info["cuda_compile"]
     assert info["device"] == "none (CuPy is not installed)"
-    assert "cupy: not installed" in _info.format_text(info).splitlines()
+    assert "cupy: not installed" in _report.format_text(info).splitlines()
     assert info["numba_cache"]
-    monkeypatch.setattr(_info, "_version", lambda name: "14.0" if name == "cupy" else None)
-    monkeypatch.setattr(_info, "_device", lambda installed: "none (no device)")
-    assert _info.gather()["cuda_compile"] == "RuntimeError: NVRTC could not be loaded"  # CuPy without NVRTC
+    monkeypatch.setattr(_report, "_version", lambda name: "14.0" if name == "cupy" else None)
+    monkeypatch.setattr(_report, "_device", lambda installed: "none (no device)")
+    assert _report.gather()["cuda_compile"] == "RuntimeError: NVRTC could not be loaded"  # CuPy without NVRTC
 
 
 def test_python_dash_m_nyhopt():
