@@ -322,7 +322,7 @@ class _Run:
             cap = max(STAGE_EPOCHS * self.epoch_seconds(m), MID_FRACTION * room)
             return min(SHARE * room, cap)
         after = next_size(next_size(m, self.n_tr, max_size=self.max_size), self.n_tr, max_size=self.max_size)
-        need = self.epoch_cost.predict(after, default=0.0) * MIN_EPOCHS + self.reserve(after)
+        need = self.epoch_seconds(after) * MIN_EPOCHS + self.reserve(after)
         return SHARE * room if room * (1.0 - SHARE) >= need else room
 
     def stage_cost(self, m, epochs):
