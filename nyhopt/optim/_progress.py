@@ -8,6 +8,14 @@ carriage return and at most ``max_rate`` times per second.
 writes plain lines when the stream is not a terminal (a log file, a pipe):
 one after the first epoch, then at most one every :data:`LOG_INTERVAL`
 seconds, and one at the end, each a whole line (:class:`ProgressLines`).
+
+A budgeted run (``tune(..., time_budget=T)``, docs/tuning.md) passes a
+*status* with each update: its own text, which names the stage and the time
+the budget leaves.  The epochs cap a stage but the budget stops it first, so
+with a status neither the bar nor the lines count epochs out of the cap or
+project a time of their own: they show the status, the epoch within the
+stage, the stage's seconds and the objective (one clock of time left, the
+budget's).
 """
 from __future__ import annotations
 
@@ -49,6 +57,11 @@ def _fmt_seconds(s: float) -> str:
     return f"{h:d}:{m:02d}:{s:02d}"
 
 
+def _stage_step(done: int, elapsed: float) -> str:
+    """Evaluation ``done`` (counted from 1) of a stage that has run ``elapsed`` seconds."""
+    return f"epoch {done - 1} of this stage, {_fmt_seconds(elapsed).strip()} into it"
+
+
 class ProgressBar:
     """Progress of ``total`` steps, drawn on ``stream``.
 
@@ -83,19 +96,27 @@ class ProgressBar:
         self._last_len = 0
         self._closed = False
 
-    def update(self, done: int, message: str = "") -> None:
-        """Show ``done`` of ``total`` steps, with a short message."""
+    def update(self, done: int, message: str = "", status: str | None = None) -> None:
+        """Show ``done`` of ``total`` steps, with a short message.
+
+        With a ``status`` (a budgeted run) the line is the status, the step
+        within the stage and its seconds, and the message: no count out of
+        ``total``, no bar, no time left of its own (module notes).
+        """
         now = time.perf_counter()
         if done < self.total and now - self._last_draw < self.min_interval:
             return
         self._last_draw = now
-        frac = min(max(done / self.total, 0.0), 1.0)
-        filled = int(round(frac * self.width))
         elapsed = now - self.start
-        eta = elapsed / done * (self.total - done) if done > 0 else float("nan")
-        eta_s = _fmt_seconds(eta) if eta == eta else "  ?  "
-        line = (f"{done:>{len(str(self.total))}d}/{self.total} |{'#' * filled}{' ' * (self.width - filled)}| "
-                f"{_fmt_seconds(elapsed)} < {eta_s}  {message}")
+        if status is not None:
+            line = f"{status} | {_stage_step(done, elapsed)} | {message}"
+        else:
+            frac = min(max(done / self.total, 0.0), 1.0)
+            filled = int(round(frac * self.width))
+            eta = elapsed / done * (self.total - done) if done > 0 else float("nan")
+            eta_s = _fmt_seconds(eta) if eta == eta else "  ?  "
+            line = (f"{done:>{len(str(self.total))}d}/{self.total} |{'#' * filled}{' ' * (self.width - filled)}| "
+                    f"{_fmt_seconds(elapsed)} < {eta_s}  {message}")
         width = shutil.get_terminal_size((100, 20)).columns - 1
         line = line[:max(width, 20)]  # a wrapped line could not be redrawn in place
         pad = " " * max(0, self._last_len - len(line))
@@ -142,6 +163,14 @@ class ProgressLines:
     >>> print(out.getvalue(), end="")
     tune: epoch 0/200, 1.0s, at most 3:20 left; objective 0.9
     tune: epoch 60/200, 30.0s, at most 1:09 left; objective 0.5
+
+    With a status (a budgeted run), the status's own clock is the only one:
+
+    >>> out = io.StringIO(); ticks = iter([0.0, 31.0])
+    >>> lines = ProgressLines(201, stream=out, clock=lambda: next(ticks))
+    >>> lines.update(3, "objective 0.7", status="stage 2: 2356 centers, 152s left")
+    >>> print(out.getvalue(), end="")
+    tune: stage 2: 2356 centers, 152s left; epoch 2 of this stage, 31.0s into it; objective 0.7
     """
 
     def __init__(self, total: int, stream=None, interval: float = LOG_INTERVAL, clock=time.perf_counter,
@@ -156,23 +185,30 @@ class ProgressLines:
         self._pending = None
         self._closed = False
 
-    def update(self, done: int, message: str = "") -> None:
-        """Record ``done`` of ``total`` steps; write a line when the first, the last, or ``interval`` has passed."""
+    def update(self, done: int, message: str = "", status: str | None = None) -> None:
+        """Record ``done`` of ``total`` steps; write a line when the first, the last, or ``interval`` has passed.
+
+        With a ``status`` (a budgeted run) the line is the status, the step
+        within the stage and its seconds, and the message (module notes).
+        """
         now = self.clock()
-        self._pending = (done, message, now)
+        self._pending = (done, message, now, status)
         if self._last_write is None or done >= self.total or now - self._last_write >= self.interval:
             self._write()
 
     def _write(self):
-        done, message, now = self._pending
+        done, message, now, status = self._pending
         self._pending = None
         self._last_write = now
         elapsed = now - self.start
-        left = ""
-        if 0 < done < self.total:
-            left = f", at most {_fmt_seconds(elapsed / done * (self.total - done)).strip()} left"
-        self.stream.write(f"{self.label}: epoch {done - 1}/{self.total - 1}, {_fmt_seconds(elapsed).strip()}{left}"
-                          + (f"; {message}" if message else "") + "\n")
+        if status is not None:
+            head = f"{status}; {_stage_step(done, elapsed)}"
+        else:
+            left = ""
+            if 0 < done < self.total:
+                left = f", at most {_fmt_seconds(elapsed / done * (self.total - done)).strip()} left"
+            head = f"epoch {done - 1}/{self.total - 1}, {_fmt_seconds(elapsed).strip()}{left}"
+        self.stream.write(f"{self.label}: {head}" + (f"; {message}" if message else "") + "\n")
         self.stream.flush()
 
     def close(self) -> None:
@@ -186,7 +222,9 @@ class ProgressLines:
 class EpochProgress:
     """What the tuning loop shows per epoch, on a :class:`ProgressBar` or :class:`ProgressLines`.
 
-    Errors of untracked epochs (NaN) show the last tracked ones.
+    Errors of untracked epochs (NaN) show the last tracked ones.  With a
+    status (a budgeted run) only the objective follows it: the status names
+    the stage's held-out error and the time left (module notes).
     """
 
     def __init__(self, out, tracked: bool, has_val: bool):
@@ -194,12 +232,13 @@ class EpochProgress:
         self.errors = (float("nan"), float("nan"))
 
     def update(self, epoch, value, penalty, train_err, val_err, status=None) -> None:
-        """Show epoch ``epoch``; ``status``: a prefix (a budgeted run's centers and time left)."""
+        """Show epoch ``epoch``; ``status``: a budgeted run's own text (its stage and time left), or None."""
         if train_err == train_err or val_err == val_err:
             self.errors = (train_err, val_err)
+        if status is not None:
+            self.out.update(epoch + 1, f"objective {value:.6g}", status=str(status))
+            return
         msg = f"objective {value:.6g}  penalty {penalty:.3g}"
-        if status:
-            msg = f"{status}  {msg}"
         if self.tracked:
             msg += f"  train err {self.errors[0]:.4g}"
             if self.has_val:
