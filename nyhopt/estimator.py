@@ -114,6 +114,12 @@ class NystromKRR(NystromBase):
         The centers used, in the dtype of the training data.
     kernel_ : Kernel
         The kernel used (a copy).
+    input_mean_, input_scale_ : numpy.ndarray of shape (d,) or None
+        The input scaling of a model returned by :func:`nyhopt.tune`
+        (``standardize=True``): ``predict``, ``score`` and the error bars take
+        raw ``X`` and use :math:`(x - \mu)/\sigma` (``input_mean_``,
+        ``input_scale_``), the coordinates of ``centers_`` and of the
+        lengthscales.  None after ``fit``: ``X`` is used as given.
     n_features_in_ : int
     feature_names_in_ : numpy.ndarray of str objects, shape (d,)
         Column names of a DataFrame ``X`` whose names are all strings (absent
@@ -193,6 +199,7 @@ class NystromKRR(NystromBase):
             A ``ValueError``: the system is not numerically positive definite
             (the message says what to change: distinct centers, a larger penalty).
         """
+        self.input_mean_ = self.input_scale_ = None  # inputs as given (nyhopt.tune sets a scaling after fit)
         if on_cluster(X, y):  # solver "falkon" on the Dask client
             from .distributed.estimator import fit_dask
 
@@ -256,7 +263,7 @@ class NystromKRR(NystromBase):
         if on_cluster(X):  # a dask array, block by block
             from .distributed.estimator import predict_dask
 
-            return predict_dask(self, X)
+            return predict_dask(self, self._dask_inputs(X))
         f = self._decision(X)
         shift = _intercept_of(self)
         if not self.normalize_y and not np.any(shift):
@@ -294,7 +301,7 @@ class NystromKRR(NystromBase):
         if on_cluster(X):
             from .distributed._score import r2_sums_dask
 
-            return r2_from_sums(*r2_sums_dask(self, X, y, sample_weight))
+            return r2_from_sums(*r2_sums_dask(self, self._dask_inputs(X), y, sample_weight))
         pred = as_native(self.predict(X), "X")
         xp = get_namespace(pred)
         Y, _ = check_targets(_as_array(y, "y"), "y", pred.shape[0], xp, dtype=np.float64)
@@ -344,8 +351,9 @@ class NystromKRRClassifier(NystromBase):
     alpha_ : array, shape (m,) for two classes, (m, n_classes) otherwise
     intercept_ : float or numpy.ndarray of shape (n_classes,)
         The constant of the scores (0 unless ``fit_intercept``).
-    centers_, kernel_, n_features_in_, feature_names_in_, solve_, converged_
-        As for :class:`NystromKRR`.
+    centers_, kernel_, input_mean_, input_scale_, n_features_in_, feature_names_in_, solve_, converged_
+        As for :class:`NystromKRR` (``predict_proba`` and ``decision_function``
+        apply the input scaling too).
     amplitude_, noise_variance_, variance_model_
         As for :class:`NystromKRR`, for the regression on the encoded labels
         (the standard deviation of ``decision_function``).
@@ -379,6 +387,7 @@ class NystromKRRClassifier(NystromBase):
         -------
         self
         """
+        self.input_mean_ = self.input_scale_ = None  # inputs as given (nyhopt.tune sets a scaling after fit)
         X, xp = _check_X(self, X, reset=True)
         y = _as_array(check_labels(y, "y"), "y", numeric=False)
         get_namespace(X, y)

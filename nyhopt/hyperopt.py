@@ -19,86 +19,23 @@ coordinates, :math:`\alpha` the N-KRR coefficients and
 from __future__ import annotations
 
 import numbers
+from functools import partial
+
 import numpy as np
 
 from .models._estimator_params import EstimatorMixin, check_feature_names_arg, check_validation_names
 from .inputs._validation import check_labels, check_matrix
-from .models._scaling import column_mean_std, standardize
-from .backend import as_native, get_namespace, to_numpy
+from .models._scaling import apply_standardization, standardization
+from .optim._standardize import warn_if_centers_in_data_units
 from .placement import on_cluster
 from .models._fitted import not_fitted_error as _not_fitted_error
-from .inputs._door import entry_point, trust
+from .inputs._door import entry_point
 from .inputs._estimator_input import DataConversionWarning, as_array as _as_array, check_X as _check_X
 from .inputs._frame_errors import frame_errors
 from .inputs._estimator_input import regression_targets
 from .errors import warn_user
 
 __all__ = ["HyperoptKRR", "HyperoptKRRClassifier"]
-
-
-def standardization(X):
-    """Column means and scales (float64 NumPy arrays; a zero std becomes 1).
-
-    Overflow-free for any finite ``X`` (each column is scaled by a power of two
-    near its largest magnitude first, :func:`nyhopt.models._scaling.column_mean_std`).
-    """
-    xp = get_namespace(X)
-    mean, scale = column_mean_std(X, xp)
-    return mean, np.where(scale > 0, scale, 1.0)
-
-
-def _warn_if_centers_in_data_units(centers, Xs, mean, scale):
-    """Warn when initial ``centers`` lie in the box of ``X`` in its own units but mostly outside the standardized one.
-
-    ``HyperoptKRR`` takes initial centers in standardized coordinates; rows of
-    ``X`` given as they are would start far from the data, silently.  Data
-    that are nearly standardized already never warn (both boxes agree).
-    """
-    if centers is None or isinstance(centers, (numbers.Number, str)):
-        return
-    try:
-        C = to_numpy(as_native(centers, "centers"), dtype=np.float64)
-    except (TypeError, ValueError):  # tune reports centers that are not numbers
-        return
-    if C.ndim != 2 or C.shape[1] != Xs.shape[1] or not np.all(np.isfinite(C)):
-        return
-    lo = to_numpy(Xs.min(axis=0), dtype=np.float64) - 1.0  # a margin of one standard deviation
-    hi = to_numpy(Xs.max(axis=0), dtype=np.float64) + 1.0
-
-    def inside(Z):
-        return float(np.mean(np.all((Z >= lo) & (Z <= hi), axis=1))) if Z.shape[0] else 1.0
-
-    with np.errstate(all="ignore"):
-        as_data_units = (C - mean) / scale
-    if inside(C) < 0.5 and inside(as_data_units) >= 0.9:
-        warn_user(
-            "centers: most initial centers lie outside the standardized data, but inside X in its own units; "
-            "with standardize=True they are taken in standardized coordinates: pass "
-            "(centers - X.mean(axis=0)) / X.std(axis=0), or standardize=False",
-            UserWarning)
-
-
-def apply_standardization(X, mean, scale):
-    """``(X - mean) / scale`` computed in float64 and returned in the dtype of ``X``.
-
-    The difference cannot overflow (:func:`nyhopt.models._scaling.standardize`); a
-    value that does not fit the dtype of ``X`` after scaling raises.
-
-    Raises
-    ------
-    ValueError
-        If a standardized value is not finite in the dtype of ``X`` (the
-        message names the column).
-    """
-    xp = get_namespace(X)
-    out = standardize(X.astype(xp.float64), mean, scale, xp).astype(X.dtype, copy=False)
-    bad = ~xp.isfinite(out).all(axis=0)
-    if bool(bad.any()):
-        col = int(xp.argmax(bad))
-        raise ValueError(f"X column {col}: standardized values overflow {X.dtype} "
-                         f"(mean {mean[col]:.6g}, scale {scale[col]:.6g})")
-    trust(out)  # shape and dtype of a checked X, every value finite: not checked again in this call
-    return out
 
 
 class _HyperoptBase(EstimatorMixin):
@@ -171,7 +108,7 @@ class _HyperoptBase(EstimatorMixin):
                                  "give centers= and epochs=")
             from .distributed.tune import fit_hyperopt_dask
 
-            fit_hyperopt_dask(self, X, y, validation, callback, tune=tune)
+            fit_hyperopt_dask(self, X, y, validation, callback, tune=partial(tune, standardize=False))
             self._check_feature_names(names, reset=True)
             return self
         X, xp = _check_X(self, X, reset=True)
@@ -197,7 +134,7 @@ class _HyperoptBase(EstimatorMixin):
             mean, scale = np.zeros(X.shape[1]), np.ones(X.shape[1])
         Xs = apply_standardization(X, mean, scale) if self.standardize else X
         if self.standardize:
-            _warn_if_centers_in_data_units(self.centers, Xs, mean, scale)
+            warn_if_centers_in_data_units(self.centers, Xs, mean, scale)
         if validation is not None:
             if not (isinstance(validation, (tuple, list)) and len(validation) == 2):
                 raise TypeError("validation must be a tuple (X_val, y_val)")
@@ -217,7 +154,7 @@ class _HyperoptBase(EstimatorMixin):
             freeze=self.freeze if self.freeze is not None else (), patience=self.patience,
             callback=callback, task=self._task, dtype=self.dtype,
             objective_options=self.objective_options, solver=self.solver, record_terms=self.record_terms,
-            time_budget=self.time_budget,
+            time_budget=self.time_budget, standardize=False,  # X is standardized here, as self.standardize says
         )
         return self._set_fitted(result, mean, scale, X.shape[1])
 
@@ -342,8 +279,9 @@ _PARAMS_DOC = """
         and the command line: the same data give the same model).
     standardize : bool, default True
         Standardize the columns of ``X`` (training mean and standard
-        deviation) before tuning and predicting, as the paper and the command
-        line do (:func:`nyhopt.tune` takes ``X`` as given).
+        deviation) before tuning and predicting, as the paper,
+        :func:`nyhopt.tune` and the command line do (``x_mean_``,
+        ``x_scale_``; ``model_`` works in the standardized coordinates).
     penalty : float, optional
         Initial penalty (default :math:`1/n`).
     lengthscale : float or array of shape (d,), optional

@@ -3,7 +3,10 @@ r"""What the two Nystrom estimators share: their parameters, the fit and the spr
 :class:`NystromBase` solves for the coefficients of :math:`f(x) = k(x, Z)\,\alpha`
 (``docs/solvers.md``) with the Falkon or the direct solver, fits the
 variance model of the error bars beside them (``docs/uncertainty.md``) and
-profiles the unpenalized constant of ``fit_intercept``.  The public classes
+profiles the unpenalized constant of ``fit_intercept``; a model that
+:func:`nyhopt.tune` fitted on standardized inputs keeps their scaling
+(``input_mean_``, ``input_scale_``) and applies it to every ``X`` it is
+given (:meth:`NystromBase._inputs`).  The public classes
 are :class:`nyhopt.NystromKRR` and :class:`nyhopt.NystromKRRClassifier`.
 """
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ._centers import select_centers
 from ._estimator_params import EstimatorMixin
 from ._fitted import check_fitted as _check_fitted
 from ._intercept import profile_intercept, with_ones
-from ._scaling import pow2_scale
+from ._scaling import apply_standardization, pow2_scale, standardize_lazily
 
 __all__ = ["NystromBase"]
 
@@ -161,9 +164,29 @@ class NystromBase(EstimatorMixin):
         except ValueError as exc:
             raise ValueError(f"{type(self).__name__}.fit: {exc} (fit_intercept=False)") from None
 
+    def _inputs(self, X):
+        """Validated ``X`` in the coordinates of the fit, and its namespace.
+
+        A model that keeps an input scaling (``input_mean_``, ``input_scale_``,
+        set by :func:`nyhopt.tune`) standardizes ``X`` with it:
+        :math:`(x - \\mu)/\\sigma`; one fitted by ``fit`` takes ``X`` as it is.
+        """
+        X, xp = _check_X(self, X, reset=False)
+        mean = getattr(self, "input_mean_", None)
+        if mean is not None:
+            X = apply_standardization(X, mean, self.input_scale_)
+        return X, xp
+
+    def _dask_inputs(self, X):
+        """A dask ``X`` in the coordinates of the fit (lazy; see :meth:`_inputs`)."""
+        mean = getattr(self, "input_mean_", None)
+        if mean is None or X.ndim != 2 or X.shape[1] != mean.shape[0]:  # a wrong width: refused by the caller
+            return X
+        return standardize_lazily(X, mean, self.input_scale_)
+
     def _decision(self, X):
         _check_fitted(self)
-        X, xp = _check_X(self, X, reset=False)
+        X, xp = self._inputs(X)
         get_namespace(X, self.centers_)  # clear error when host/device differ from fit
         return kmv(self.kernel_, X, self.centers_, self.alpha_)
 
@@ -175,7 +198,7 @@ class NystromBase(EstimatorMixin):
                 raise ValueError("return_cov is not available for dask arrays (it is n x n); use return_std")
             from ..distributed.estimator import std_dask
 
-            return std_dask(self, X, include_noise)
-        X, xp = _check_X(self, X, reset=False)
+            return std_dask(self, self._dask_inputs(X), include_noise)
+        X, xp = self._inputs(X)
         get_namespace(X, self.centers_)
         return spread_columns(uncertainty(self, X, cov, include_noise), self, cov, X.dtype)

@@ -43,6 +43,7 @@ from ._setup import initial_params as _initial_params
 from ._setup import split_validation as _split_validation
 from ._progress import make_progress
 from ._result import TuneResult
+from ._standardize import standardize_inputs, with_input_scaling
 from ._stopping import DEFAULT_REL_DELTA, trend_stalled
 from ._targets import encode_targets, resolve_task
 from ._tune_args import FIELDS, check_arguments as _check_arguments, check_switches
@@ -74,7 +75,7 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
          freeze=(), patience=10, min_delta=0.0, callback=None, task="auto", dtype=None,
          objective_options=None, solver="auto", record_terms=True, track_errors=None,
          b1=0.9, b2=0.999, eps=1e-8, client=None, checkpoint=None, feature_names=None,
-         rel_delta=DEFAULT_REL_DELTA, time_budget=None) -> TuneResult:
+         rel_delta=DEFAULT_REL_DELTA, time_budget=None, standardize=True) -> TuneResult:
     r"""Tune penalty, lengthscales and centers of N-KRR by Adam on an objective.
 
     Parameters
@@ -82,10 +83,8 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
     X : array of shape (n, d)
         Training inputs (NumPy or CuPy; float32 or float64, integers become
         float64; a DataFrame, whose column names ``result.model`` keeps as
-        ``feature_names_in_``).  Never modified.  Standardize the columns
-        first, as the paper does (:class:`~nyhopt.HyperoptKRR` and the command
-        line do it for you; :func:`tune` works in the coordinates it is given,
-        because the model it returns has no input scaling of its own).
+        ``feature_names_in_``).  Never modified.  Its columns are
+        standardized by default (``standardize``).
     y : array of shape (n,) or (n, p)
         Targets: values (regression) or class labels (classification).
     objective : str or list of str, default "auto"
@@ -229,6 +228,20 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
         stage.  ``stages`` in the result says what was run.  In-memory data
         only; not with ``checkpoint``.  See ``docs/tuning.md``, "A time
         budget".  None (the default): no budget, the run is exactly as before.
+    standardize : bool, default True
+        Tune on :math:`\tilde x = (x - \mu)/\sigma`, the columns of ``X``
+        standardized with their mean and standard deviation over all the
+        rows given (before any validation split; a constant column is only
+        centered), as the paper and :class:`~nyhopt.HyperoptKRR` do.
+        ``validation=(X_val, y_val)`` is standardized with the same
+        statistics, ``centers`` given as an array are taken in standardized
+        coordinates, and ``result.model`` keeps :math:`(\mu, \sigma)`
+        (``input_mean_``, ``input_scale_``) so that it predicts from raw
+        inputs.  ``result.params`` and ``history`` stay in standardized
+        coordinates: a center :math:`\tilde z` is :math:`\mu + \sigma\tilde z`
+        in the units of ``X``, a lengthscale :math:`\tilde\ell_j` is
+        :math:`\sigma_j\tilde\ell_j` (``docs/tuning.md``, "Inputs").  False:
+        ``X`` is used as given.
 
     Returns
     -------
@@ -276,12 +289,15 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
         if _n_outputs(validation[1]) != _n_outputs(y):
             raise ValueError(f"validation y has {_n_outputs(validation[1])} output column(s) but y has "
                              f"{_n_outputs(y)}")
+    X, validation, feature_names, scaling = standardize_inputs(standardize, X, validation, centers, feature_names,
+                                                                dtype, client)
+    standardize = False  # done: the runs below (candidates, stages) take X as it now is
     if isinstance(objective, str) and objective == "auto" and time_budget is None:
         objective = "prop"
     if time_budget is not None:
         from ._budgeted import tune_budgeted
 
-        return tune_budgeted(dict(locals()), _STAGES)
+        return with_input_scaling(tune_budgeted(dict(locals()), _STAGES), scaling)
     if isinstance(centers, str) and centers == "auto":
         centers = 100
     elif _is_schedule(centers):
@@ -291,14 +307,14 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
         if checkpoint is not None:
             raise ValueError("checkpoint is not available with a list of objectives (each candidate would "
                              "write the same file); tune the chosen objective with checkpoint=")
-        arguments = dict(locals())  # every argument, by name
+        arguments = {k: v for k, v in locals().items() if k != "scaling"}  # every argument, by name
         from ._select import tune_by_validation
 
         names = check_feature_names_arg(feature_names, X)
         result = tune_by_validation(tune, arguments)
         if names is not None:
             result.model.feature_names_in_ = names
-        return result
+        return with_input_scaling(result, scaling)
     t_start = time.perf_counter()
     epochs, patience, min_delta, rel_delta, freeze, dtype = _check_arguments(
         validation, epochs, patience, min_delta, rel_delta, lr, b1, b2, eps, freeze, dtype, callback, kernel,
@@ -334,8 +350,9 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
         scores = predictive_scores(model, start.X_val, start.y_val)
     if names is not None:
         model.feature_names_in_ = names
-    return TuneResult(model, loop.best_params, loop.history, obj, loop.best_epoch, loop.stop_reason, start.task,
-                      time.perf_counter() - t_start, validation_scores=scores)
+    return with_input_scaling(TuneResult(model, loop.best_params, loop.history, obj, loop.best_epoch,
+                                         loop.stop_reason, start.task, time.perf_counter() - t_start,
+                                         validation_scores=scores), scaling)
 
 
 # ----------------------------------------------------------------------------- the stages of tune
