@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 
+from ..inputs._missing import Y_ADVICE, is_missing
 
 EXIT_USAGE = 2
 KERNELS = ("gaussian", "laplacian", "matern12", "matern32", "matern52")
@@ -131,22 +132,50 @@ def split_names(text):
     return [s.strip() for s in text.split(",") if s.strip()]
 
 
+def _missing_target(table, j, task):
+    """The first missing target of column ``j`` as ``(row, cell)``, or None.
+
+    An empty cell is always missing; a marker such as ``NA`` or ``nan`` is
+    missing in a regression, or among numeric labels (a text label may be
+    spelled ``NA``).
+    """
+    from ._columns import first_bad_cell, is_number
+
+    cells = table.cells[:, j].tolist()
+    if "" in cells:
+        return cells.index(""), ""
+    bad = first_bad_cell(table, [j])
+    if bad is None or not is_missing(cells[bad[0]]):
+        return None
+    if task != "regression" and not all(is_number(c) for c in cells if not is_missing(c)):
+        return None  # text labels: a marker is one of them
+    return bad[0], cells[bad[0]]
+
+
 def target_values(table, j, task):
-    """Targets of column ``j``: floats (or ints for integer labels), or text labels."""
+    """Targets of column ``j``: floats (or ints for integer labels), or text labels.
+
+    A missing target stops the command with its line (drop those rows); a
+    regression's target must be numeric.
+    """
     from ..io import DataError, numeric_columns
+    from ._columns import first_bad_cell, line_of
 
     try:
         values = numeric_columns(table, [j])[:, 0]
-    except DataError as exc:
+    except DataError:
+        missing = _missing_target(table, j, task)
+        if missing is not None:
+            row, cell = missing
+            what = "empty (a missing value)" if cell == "" else f"{cell!r}, a missing value"
+            raise DataError(f"{table.path}, line {line_of(table, row)}, column {table.names[j]!r}: the target is "
+                            f"{what}; {Y_ADVICE}") from None
         if task == "regression":
-            raise DataError(f"{exc} (the target of a regression must be numeric)") from None
-        cells = table.cells[:, j]
-        if np.any(cells == ""):
-            row = int(np.argmax(cells == ""))
-            line = table.lines[row] if table.lines else row + 2
-            raise DataError(f"{table.path}, line {line}, column {table.names[j]!r}: the target is empty "
-                            "(a missing value)") from None
-        return cells.astype(str)
+            row, _ = first_bad_cell(table, [j])
+            raise DataError(f"{table.path}, line {line_of(table, row)}, column {table.names[j]!r}: "
+                            f"{str(table.cells[row, j])!r} is not a finite number; the target of a regression must be "
+                            "numeric (for class labels give --task classification)") from None
+        return table.cells[:, j].astype(str)
     if task != "regression" and np.all(values == np.round(values)) and np.all(np.abs(values) < 2**53):
         ints = values.astype(np.int64)
         from ..optim._targets import resolve_task

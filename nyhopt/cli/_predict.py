@@ -9,12 +9,13 @@ import numpy as np
 
 from ..backend._compile_notice import compile_notice
 from . import _paths
+from ._columns import feature_matrix, model_columns
 from ._common import CLIError
 from ._device import array_module, model_to, to_host
 
 
 def cmd_predict(args) -> int:
-    from ..io import DataError, column_index, load_model, numeric_columns, read_csv
+    from ..io import load_model, read_csv
 
     if args.out:
         _paths.check_output(args.out, "--out")
@@ -22,24 +23,7 @@ def cmd_predict(args) -> int:
     model = load_model(args.model)
     table = read_csv(args.data, delimiter=args.delimiter)
     meta = getattr(model, "meta_", {})
-    # the column names: the model's own (a model fitted on a DataFrame and saved from Python has
-    # them too), else those an older `nyhopt tune` kept in its summary
-    names = getattr(model, "feature_names_in_", None)
-    if names is None:
-        names = meta.get("feature_names")
-    d = model.n_features_in_
-    if names is not None:
-        names = [str(s) for s in np.atleast_1d(names)]
-        missing = [s for s in names if s not in table.names]
-        if missing:
-            raise DataError(f"{table.path} lacks the column(s) {missing} that the model was trained on; "
-                            f"its columns are {table.names}")
-        cols = [column_index(table, s) for s in names]
-    elif len(table.names) == d:
-        cols = list(range(d))
-    else:
-        raise DataError(f"the model expects {d} feature columns but {table.path} has {len(table.names)}")
-    X = numeric_columns(table, cols, dtype=np.float64)
+    X = feature_matrix(table, model_columns(model, table), dtype=np.float64)
     if args.std and getattr(model, "classes_", None) is not None:
         raise CLIError("--std is for regression models; this model is a classifier")
     if args.std and getattr(getattr(model, "model_", model), "variance_model_", None) is None:

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..backend._compile_notice import compile_notice
 from . import _paths
+from ._columns import feature_matrix
 from ._common import (CLIError, clean_floats, fmt_error, json_default, note, require, say, split_names,
                       target_values)
 from ._device import array_module, to_host
@@ -21,7 +22,7 @@ _PLAIN_CLASSES = 2
 
 def cmd_tune(args) -> int:
     from ..hyperopt import HyperoptKRR, HyperoptKRRClassifier
-    from ..io import DataError, column_index, numeric_columns, read_csv, save_model
+    from ..io import DataError, column_index, read_csv, save_model
     from ..optim._targets import resolve_task
 
     _paths.check_output(_paths.npz_path(args.out), "--out")
@@ -42,7 +43,7 @@ def cmd_tune(args) -> int:
         feat = [k for k in range(len(table.names)) if k != j]
     if not feat:
         raise DataError(f"{table.path}: no feature columns (only the target {target_name!r})")
-    X = numeric_columns(table, feat, dtype=np.float32 if args.float32 else np.float64)
+    X = feature_matrix(table, feat, dtype=np.float32 if args.float32 else np.float64)
     y = target_values(table, j, args.task)
     task = resolve_task(y, args.task)
     n, d = X.shape

@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..models._estimator_params import feature_names
+from ._feature_names import check_names
 from ._frame_errors import frame_errors
+from ._missing import advice_for, is_missing
 from ._door import recall, remember
 from ._validation import check_matrix
 from ..backend import as_native, get_namespace, is_cupy_namespace
@@ -41,10 +43,24 @@ def as_array(a, name, numeric=True, hint=""):
             try:
                 a = np.asarray(a, dtype=np.float64)
             except (TypeError, ValueError) as exc:  # NumPy's message names the element; the type stays NumPy's
-                raise type(exc)(f"{name}: {exc}{hint}") from None
+                raise type(exc)(_missing_message(a, name) or f"{name}: {exc}{hint}") from None
     if a.dtype.kind == "c":
         raise ValueError(f"{name}: Complex data not supported")
     return a
+
+
+def _missing_message(a, name):
+    """The message for the first missing element (``None``, an empty string ...) of the object array ``a``, or None.
+
+    Only the failure path pays for this scan.
+    """
+    for index, v in np.ndenumerate(a):
+        if is_missing(v):
+            where = ", ".join(map(str, index))
+            advice = advice_for(name)
+            return (f"{name} holds a missing value ({v!r}) at {name}[{where}]"
+                    + (f"; {advice}" if advice else ""))
+    return None
 
 
 def regression_targets(y, classifier):
@@ -65,10 +81,13 @@ def regression_targets(y, classifier):
 def check_X(est, X, reset):
     """Validated 2-D float ``X`` and its namespace; records (``reset``) or checks feature names.
 
+    Names that differ from those of fit raise a ``ValueError`` listing the
+    differences (:func:`nyhopt.inputs._feature_names.names_differ`).
+
     Once per public call (:mod:`nyhopt.inputs._door`): the same ``X`` given
     again inside the call gets the array made the first time.
     """
-    est._check_feature_names(feature_names(X), reset)
+    check_names(est, feature_names(X), reset)
     given, seen = X, recall(X)
     if seen is not None and (reset or seen.shape[1] == est.n_features_in_):
         return seen, get_namespace(seen)

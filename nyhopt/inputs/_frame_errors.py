@@ -3,7 +3,9 @@
 The conversion of a frame to an array loses the column names; when it (or the
 finiteness check after it) fails, :func:`frame_errors` looks at the frame
 again and says which column holds text or NaN, and where first.  Only the
-failure path pays for this.
+failure path pays for this.  A missing cell (NaN, ``None``, pandas' NA, an
+empty string or a marker such as ``"NA"``) is reported as NaN, with the
+advice to impute it; only other text is a category to encode.
 """
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ import contextlib
 
 import numpy as np
 
-__all__ = ["frame_errors", "frame_problem"]
+from ._missing import X_ADVICE, is_missing
 
-_MISSING_TYPES = ("NAType", "NaTType")
+__all__ = ["frame_errors", "frame_problem"]
 
 
 def _is_frame(X) -> bool:
@@ -25,17 +27,13 @@ def _row(frame, i) -> str:
     return f"row {i}" if (isinstance(label, (int, np.integer)) and label == i) else f"row {i} (index {label!r})"
 
 
-def _is_missing(v) -> bool:
-    return v is None or type(v).__name__ in _MISSING_TYPES
-
-
 def _as_floats(values):
     """``values`` as float64 (missing cells as NaN), or the position and value of the first text cell."""
     if values.dtype.kind in "biuf":
         return values.astype(np.float64, copy=False), None
     out = np.empty(values.shape[0])
     for i, v in enumerate(values):
-        if _is_missing(v):
+        if is_missing(v):
             out[i] = np.nan
             continue
         try:
@@ -54,10 +52,12 @@ def frame_problem(frame, name: str):
     >>> df = pd.DataFrame({"dose": [1.0, 2.0, 3.0], "color": ["red", "2", "blue"]})
     >>> frame_problem(df, "X")
     "X: column 'color' is not numeric: 'red' at row 0; features must be numbers (encode text columns first)"
-    >>> frame_problem(df.assign(color=[0.0, float("nan"), 1.0]), "X")
+    >>> frame_problem(df.assign(color=[0.0, float("inf"), 1.0]), "X")
     "X contains NaN or infinity: column 'color', first at row 1"
+    >>> print(frame_problem(df.assign(color=["1", "", "2"]), "X"))  # doctest: +ELLIPSIS
+    X contains NaN or infinity: column 'color', first at row 1; a NaN is a missing value: impute ... rows that hold them
     """
-    columns, bad = [], []
+    columns, bad, missing = [], [], False
     for j, col in enumerate(frame.columns):
         values, text = _as_floats(np.asarray(frame.iloc[:, j]))
         if text is not None:
@@ -68,6 +68,7 @@ def frame_problem(frame, name: str):
         if nonfinite.any():
             columns.append(col)
             bad.append(int(np.argmax(nonfinite)))
+            missing = missing or bool(np.isnan(values).any())
     if not columns:
         return None
     first = int(np.argmin(bad))
@@ -75,6 +76,8 @@ def frame_problem(frame, name: str):
     if len(columns) > 1:
         others = ", ".join(repr(c) for k, c in enumerate(columns) if k != first)
         msg += f" (also in column(s) {others})"
+    if missing:
+        msg += f"; a NaN is a missing value: {X_ADVICE}"
     return msg
 
 

@@ -10,6 +10,7 @@ import numbers
 import numpy as np
 
 from ._door import trust, trusted
+from ._missing import advice_for
 
 __all__ = [
     "check_matrix",
@@ -52,12 +53,19 @@ def _is_float_dtype(dtype) -> bool:
 def check_finite(a, name: str, xp=np) -> None:
     """Raise ``ValueError`` if ``a`` holds NaN or infinity, naming the first such element of a 1-D or 2-D ``a``.
 
+    A NaN in data rows or targets is a missing value: the message then says
+    what to do with it (:func:`nyhopt.inputs._missing.advice_for`).
+
     Examples
     --------
-    >>> check_finite(np.array([[1.0, 2.0], [3.0, np.nan]]), "X")
+    >>> check_finite(np.array([[1.0, 2.0], [3.0, np.inf]]), "X")
     Traceback (most recent call last):
     ...
     ValueError: X contains NaN or infinity (first at X[1, 1])
+    >>> check_finite(np.array([1.0, np.nan]), "y")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: y contains NaN or infinity (first at y[1]); a NaN is a missing value: drop the rows whose ...
     """
     if bool(xp.all(xp.isfinite(a))):
         return
@@ -66,7 +74,12 @@ def check_finite(a, name: str, xp=np) -> None:
         flat = int(xp.argmax(~xp.isfinite(a.reshape(-1))))
         index = str(flat) if a.ndim == 1 else f"{flat // a.shape[1]}, {flat % a.shape[1]}"
         where = f" (first at {name}[{index}])" if name.isidentifier() else f" (first at [{index}])"
-    raise ValueError(f"{name} contains NaN or infinity{where}")
+    advice = advice_for(name)
+    if advice and bool(xp.any(xp.isnan(a))):
+        advice = f"; a NaN is a missing value: {advice}"
+    else:
+        advice = ""
+    raise ValueError(f"{name} contains NaN or infinity{where}{advice}")
 
 
 def numbers_from_objects(a, name: str):
@@ -154,11 +167,11 @@ def check_targets(y, name: str, n: int, xp=np, dtype=None):
         return y.reshape(n, -1), y.ndim == 1
     arr = check_target_layout(xp.asarray(y), name, n)
     was_1d = arr.ndim == 1
-    arr = arr.reshape(n, -1)
     target = dtype if dtype is not None else (arr.dtype if _is_float_dtype(arr.dtype) else np.float64)
     if arr.dtype != target:
         arr = arr.astype(target)
-    check_finite(arr, name, xp)
+    check_finite(arr, name, xp)  # in the shape given: y[3] for 1-D targets, y[3, 0] for 2-D ones
+    arr = arr.reshape(n, -1)
     trust(arr, _same_values(y, arr))
     return arr, was_1d
 
