@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import nyhopt as nh
-from nyhopt.optim import _budget, _budgeted, adam
+from nyhopt.optim import _budget, _budgeted, _stage_choice, adam
 from nyhopt.optim._budget import Budget, SizeCost, check_time_budget
 from nyhopt.optim._grow import add_centers, grow_state, next_size
 from nyhopt.params import Params
@@ -250,7 +250,7 @@ def test_the_largest_stage_within_the_noise_of_the_best_is_chosen():
 
 
 def test_sgpr_grows_from_props_point_where_prop_is_clearly_better(tick_clock, monkeypatch):
-    monkeypatch.setattr(_budgeted, "PREFER_Z", -math.inf)  # prop's stage 0 is taken as clearly better
+    monkeypatch.setattr(_stage_choice, "PREFER_Z", -math.inf)  # prop's stage 0 is taken as clearly better
     X, y = _problem(600)
     res = nh.tune(X, y, time_budget=8.0, progress=False)
     s0, s1, s2 = res.stages[:3]

@@ -57,6 +57,9 @@ class Stage(NamedTuple):
     stop_reason : str
         ``"patience"``, ``"epochs"``, ``"time"`` (its share of the budget
         was spent), ``"callback"`` or ``"failed: ..."``.
+    rows : int
+        Training rows the stage tuned on (0 where not recorded): all of
+        them, or a sample on large data (``docs/tuning.md``, "Large data").
 
     Examples
     --------
@@ -73,6 +76,7 @@ class Stage(NamedTuple):
     objective_value: float
     validation_error: float
     stop_reason: str
+    rows: int = 0
 
 
 class Budget:

@@ -60,7 +60,7 @@ import statistics
 import numpy as np
 
 from ..models._estimator_params import check_feature_names_arg
-from ..backend import get_namespace, to_numpy
+from ..backend import get_namespace
 from ..placement import on_cluster
 from ..posterior._predictive import scale_variance
 from ._budget import Budget, SizeCost, Stage, check_time_budget
@@ -68,6 +68,12 @@ from ._grow import add_centers, grow_state, next_size
 from ._history import History
 from ._init import as_generator
 from ._setup import build_objective
+from ._rows import (FINAL_SHARE, ROW_FACTOR, SAMPLE_ROWS, RowPlan, check_full_data, final_rows,
+                    needs_rows, rescale_penalty)
+from ._stage_choice import (PREFERRED, PREFER_Z, choose_candidate as _choose_candidate,  # noqa: F401
+                            clearly_better as _clearly_better, holdout_error as _holdout_error,
+                            holdout_losses as _holdout_losses, largest_within_noise as _largest_within_noise,
+                            variance_factor as _variance_factor, with_fallback as _with_fallback)
 from ._tracking import choose_solver, predictive_scores
 from ._targets import encode_targets
 from ._tune_args import check_arguments, check_switches
@@ -110,12 +116,6 @@ MIN_FACTOR = 1.25
 #: objective, and SGPR with its constant mean and amplitude, far better on some sets
 #: (docs/results/accuracy-at-scale.md).
 AUTO_OBJECTIVES = ("prop", "sgpr")
-#: The candidate of ``"auto"`` that grows: SGPR's bound tightens towards the exact GP's likelihood as
-#: centers are added, and its held-out error kept falling with the centers where ``prop``'s levelled
-#: off, even where ``prop`` was clearly better at 100 centers (docs/tuning.md, "A time budget").  The
-#: other candidates' first stages give the final model only when their held-out losses are lower than
-#: the best grown stage's by a paired z-score above PREFER_Z.
-PREFERRED, PREFER_Z = "sgpr", 2.0
 #: Scale the final model's predictive variance so that its 95% intervals cover the held-out rows
 #: (:func:`_variance_factor`) when the run held them out itself: the noise of the bound absorbs the
 #: Nystrom error, and the intervals over-cover where the data's own noise is low.  Only from
@@ -153,65 +153,6 @@ def _objective_names(objective, can_choose):
     return names
 
 
-def _holdout_losses(model, task, X_val, y_val):
-    """Per-row losses of a fitted model on held-out rows: squared errors (regression) or 0/1 errors."""
-    pred = to_numpy(model.predict(X_val))
-    truth = to_numpy(y_val)
-    if task == "regression":
-        diff = pred.astype(np.float64) - truth.reshape(pred.shape).astype(np.float64)
-        return (diff * diff).reshape(diff.shape[0], -1).mean(axis=1)
-    return (pred.reshape(-1) != truth.reshape(-1)).astype(np.float64)
-
-
-def _holdout_error(losses, task):
-    """RMSE (regression, in the units of ``y``) or error rate from :func:`_holdout_losses`."""
-    mean = float(np.mean(losses))
-    return math.sqrt(mean) if task == "regression" else mean
-
-
-def _clearly_better(losses, than):
-    r"""Whether per-row ``losses`` are lower than ``than`` (same rows) by more than :data:`PREFER_Z` standard errors.
-
-    The paired z-score :math:`\bar d / (s_d/\sqrt k)` of the differences
-    :math:`d_i` = ``than`` - ``losses`` on the :math:`k` rows.
-    """
-    d = np.asarray(than, dtype=np.float64) - np.asarray(losses, dtype=np.float64)
-    if d.size < 2:
-        return False
-    mean, sd = float(np.mean(d)), float(np.std(d, ddof=1))
-    if sd == 0.0:
-        return mean > 0.0
-    return mean / (sd / math.sqrt(d.size)) > PREFER_Z
-
-
-def _variance_factor(model, X_val, y_val, level=0.95):
-    r"""The factor of a model's predictive variance that makes its ``level`` intervals cover held-out rows, or None.
-
-    With residuals :math:`r_i` and predictive standard deviations
-    :math:`\sigma_i` (noise included) on :math:`k` rows the model was not
-    fitted on, the factor is :math:`(q / z)^2`: :math:`q` the
-    :math:`\lceil (k+1)\,\text{level}\rceil`-th smallest of
-    :math:`|r_i|/\sigma_i` (split conformal prediction with normalized
-    residuals: the interval :math:`\mu \pm q\sigma` covers a new row with
-    probability at least ``level``), :math:`z` the normal quantile of the
-    ``level`` interval (1.96 at 95%).
-    """
-    if getattr(model, "variance_model_", None) is None:
-        return None
-    mu, sd = model.predict(X_val, return_std=True)
-    mu, sd = to_numpy(mu).astype(np.float64), to_numpy(sd).astype(np.float64)
-    truth = to_numpy(y_val, dtype=np.float64)
-    r = truth.reshape(mu.shape) - mu
-    with np.errstate(divide="ignore", invalid="ignore"):
-        score = np.abs(r) / sd.reshape(sd.shape + (1,) * (r.ndim - sd.ndim))
-    score = np.sort(score.ravel())
-    k = score.size
-    rank = min(k, math.ceil((k + 1) * level))
-    z = statistics.NormalDist().inv_cdf(0.5 + level / 2.0)
-    factor = float((score[rank - 1] / z) ** 2) if k else math.nan
-    return factor if 0.0 < factor < math.inf else None
-
-
 def _concat(a, b):
     """The rows of ``a`` then those of ``b`` (NumPy, or CuPy for device arrays)."""
     if hasattr(a, "get"):  # a CuPy array
@@ -228,14 +169,49 @@ class _Run:
         self.records, self.stages, self.results, self.losses = [], [], [], []
         self.t_offset = 0.0
         self.margin = 0.03 * budget.seconds + 0.05
+        self.rows = None  # a RowPlan when the run tunes on samples of the rows (nyhopt.optim._rows)
+        self.held = 0.0  # seconds kept back from the stages for the final fit on more rows
 
-    # -- costs -------------------------------------------------------------------------------
+    # -- the rows (a run on samples of the rows: nyhopt.optim._rows) -------------------------------
+    def rows_for(self, m):
+        """Rows a stage at ``m`` centers tunes on (the current ones, unless the run samples rows)."""
+        return self.n_tr if self.rows is None else self.rows.rows_for(m, self.n_tr)
+
+    def use_rows(self, k):
+        """Tune on the first ``k`` training rows of the run's :class:`~nyhopt.optim._rows.RowPlan` from now on."""
+        s = self.start
+        X, y = self.rows.gather(self.full[0], self.full[1], self.rows.sample(k), self.client)
+        xp = get_namespace(X)
+        self.X_tr, self.y_tr = X, y
+        self.enc = encode_targets(y, s.task, X.shape[0], xp, s.dtype)
+        self.n_tr = X.shape[0]
+        self.n_all = self.n_tr + s.X_val.shape[0]
+
+    def objective(self, name):
+        """A new objective ``name`` on the current tuning rows."""
+        return build_objective(name, self.X_tr, self.enc, self.start.template, self.seed, self.a["objective_options"])
+
+    # -- costs (measured per tuning row: an epoch and a fit are O(n) in the rows) -------------------
+    def per_row(self, m):
+        """The factor from costs measured at :attr:`n_ref` rows to a stage at ``m`` centers."""
+        return 1.0 if self.rows is None else self.rows_for(m) / self.n_ref
+
     def epoch_seconds(self, m):
         """Projected seconds of one epoch at ``m`` centers (:math:`O(m^2)` at least beyond those measured)."""
-        return self.epoch_cost.predict(m, default=0.0, min_exponent=2.0)
+        return self.epoch_cost.predict(m, default=0.0, min_exponent=2.0) * self.per_row(m)
 
     def fit_seconds(self, m):
-        return self.fit_cost.predict(m, default=self.epoch_seconds(m), min_exponent=2.0)
+        cost = self.fit_cost.predict(m, default=self.epoch_cost.predict(m, default=0.0, min_exponent=2.0),
+                                     min_exponent=2.0)
+        return cost * self.per_row(m)
+
+    def epoch_here(self, m):
+        """Projected seconds of one epoch at ``m`` centers on the current rows (the measured exponent)."""
+        return self.epoch_cost.predict(m, default=0.0) * (1.0 if self.rows is None else self.n_tr / self.n_ref)
+
+    def add_cost(self, which, m, seconds):
+        """Record a measured cost at ``m`` centers on the current rows."""
+        which.add(m, seconds if self.rows is None else seconds * self.n_ref / self.n_tr)
 
     def reserve(self, m, polish=False):
         """Seconds to keep for the work after a stage at ``m`` centers: its validation fit and the final fit."""
@@ -247,7 +223,7 @@ class _Run:
         return 1.25 * f
 
     def usable(self):
-        return self.budget.left() - self.margin
+        return self.budget.left() - self.margin - self.held
 
     # -- one stage ----------------------------------------------------------------------------
     def stage(self, name, obj, wrt, mask, profile, params, state, allot, polish=False):
@@ -269,14 +245,18 @@ class _Run:
             last[0] = now
             if user is not None and user(offset + epoch, record._replace(epoch=offset + epoch)):
                 return True
-            est = max(times[-3:]) if times else self.epoch_cost.predict(m, default=0.0)
+            est = max(times[-3:]) if times else self.epoch_here(m)
             if now + est + self.reserve(m, polish) > b.seconds - self.margin or now - t0 + est > allot:
                 why[0] = "time"
                 return True
             return False
 
         def status():
-            return f"m {m}  {max(b.left(), 0.0):.0f}s left"
+            best = min((st.validation_error for st in self.stages if not math.isnan(st.validation_error)),
+                       default=math.nan)
+            held = "" if math.isnan(best) else f", held-out {best:.4g}"
+            return (f"stage {len(self.stages)} {name}: {self.n_tr} rows, {m} centers{held}, "
+                    f"{max(b.left(), 0.0):.0f}s left")
 
         loop = self.parts.loop(
             obj, params, wrt, mask, profile, None if polish else self.start.tracker,
@@ -285,13 +265,13 @@ class _Run:
             min_delta=a["min_delta"], rel_delta=a["rel_delta"], callback=guard, record_terms=a["record_terms"],
             progress=a["progress"], checkpoint=None, signature=None, state=state, status=status)
         if times:
-            self.epoch_cost.add(m, statistics.median(times))
+            self.add_cost(self.epoch_cost, m, statistics.median(times))
         reason = "time" if (loop.stop_reason == "callback" and why[0] == "time") else loop.stop_reason
         model, err, losses = None, math.nan, None
         if self.start.X_val is not None and not polish:
             t_fit = b.now()
-            model = self.fit(obj, loop.best_params, self.start.X, self.start.y)
-            self.fit_cost.add(m, b.now() - t_fit)
+            model = self.fit(obj, loop.best_params, self.X_tr, self.y_tr)
+            self.add_cost(self.fit_cost, m, b.now() - t_fit)
             losses = _holdout_losses(model, self.start.task, self.start.X_val, self.start.y_val)
             err = _holdout_error(losses, self.start.task)
         for r in loop.history:
@@ -299,16 +279,17 @@ class _Run:
         if len(loop.history):
             self.t_offset += loop.history[-1].time
         best = loop.history[loop.best_epoch].objective if len(loop.history) else math.nan
-        self.stages.append(Stage(m, name, offset, max(len(loop.history) - 1, 0), b.now() - t0, best, err, reason))
+        self.stages.append(Stage(m, name, offset, max(len(loop.history) - 1, 0), b.now() - t0, best, err, reason,
+                                 self.n_all if polish else self.n_tr))
         self.results.append((loop, obj, model, offset, (wrt, mask, profile)))
         self.losses.append(losses)
         return loop, reason, err
 
-    def fit(self, obj, params, X, y):
+    def fit(self, obj, params, X, y, client=None):
         p = self.parts
         s = self.start
-        return p.final_model(s.task, s.template, params, X, y, s.dtype,
-                             choose_solver(self.a["solver"], X.shape[0], params.n_centers), None,
+        solver = "falkon" if client is not None else choose_solver(self.a["solver"], X.shape[0], params.n_centers)
+        return p.final_model(s.task, s.template, params, X, y, s.dtype, solver, client,
                              fit_intercept=getattr(obj, "mean", "zero") == "constant",
                              amplitude=params.amplitude if obj.uses_amplitude else None)
 
@@ -369,10 +350,10 @@ class _Run:
         options = a["objective_options"] or {}
         if name != "prop" or self.start.task != "regression" or not set(options) <= _SHARED_OPTIONS:
             return None
-        projected = self.epoch_cost.predict(params.n_centers, default=0.0)
+        projected = self.epoch_here(params.n_centers)
         if projected < SWITCH_SECONDS or 3.0 * projected > 0.1 * self.usable():
             return None
-        cand = build_objective("stoch-prop", self.start.X, self.start.enc, self.start.template, self.seed, options)
+        cand = build_objective("stoch-prop", self.X_tr, self.enc, self.start.template, self.seed, options)
         b = self.budget
         cand.value_and_grad(params, wrt=wrt)  # setup and compilation
         t0 = b.now()
@@ -383,55 +364,8 @@ class _Run:
         t0 = b.now()  # the projection from smaller sizes can be far off: time prop's step itself
         obj.value_and_grad(params, wrt=wrt)
         exact = b.now() - t0
-        self.epoch_cost.add(int(params.n_centers), exact)
+        self.add_cost(self.epoch_cost, int(params.n_centers), exact)
         return cand if stochastic < SWITCH_FACTOR * exact else None
-
-
-def _choose_candidate(run, names, auto):
-    """``(k, fallbacks)``: the stage 0 candidate that grows and those kept for the end (indices in ``run.stages``).
-
-    The lowest held-out error grows; with ``auto``, :data:`PREFERRED` grows
-    and the other candidates' stages stay as fallbacks: the final model is
-    one of them only when it is clearly better than the best grown stage
-    (:func:`_with_fallback`).
-    """
-    errors = [s.validation_error for s in run.stages[:len(names)]]
-    valid = [i for i, e in enumerate(errors) if not math.isnan(e)]  # none without held-out rows
-    if not valid:
-        return 0, []
-    p = names.index(PREFERRED) if PREFERRED in names else None
-    if auto and p in valid:
-        return p, [i for i in valid if i != p]
-    return min(valid, key=errors.__getitem__), []
-
-
-def _with_fallback(run, best, fallbacks):
-    """``best``, or a fallback stage whose held-out losses are clearly lower (:func:`_clearly_better`).
-
-    Asked twice: after stage 0, for the point the first grown stage starts
-    from (``sgpr`` at 100 centers can settle where the lengthscales are long
-    and the signal is taken for noise, and growing from there stays there,
-    where ``prop``'s point leads the bound to the short lengthscales:
-    docs/tuning.md, "A time budget"), and at the end, for the final model.
-    """
-    for f in fallbacks:
-        if _clearly_better(run.losses[f], run.losses[best]):
-            best = f
-    return best
-
-
-def _largest_within_noise(run, best, pool):
-    """The stage of ``pool`` with the most centers whose held-out losses are not clearly above ``best``'s.
-
-    Stages whose held-out errors differ by less than their noise are told
-    apart by their size: the larger is the better approximation of the
-    kernel, the one that more centers bring towards the exact GP (measured:
-    docs/tuning.md, "A time budget", point 5).  Ties in size go to the lower
-    error.
-    """
-    within = [k for k in pool if run.losses[k] is not None and not math.isnan(run.stages[k].validation_error)
-              and not _clearly_better(run.losses[best], run.losses[k])]
-    return max(within, key=lambda k: (run.stages[k].centers, -run.stages[k].validation_error), default=best)
 
 
 def _polish(run, k, X_all, y_all, freeze):
@@ -459,16 +393,57 @@ def _polish(run, k, X_all, y_all, freeze):
     return polished, obj_all, offset
 
 
+def _grow_rows(run, params, rows, name, tuned_on=None):
+    """``(params, objective)`` on the first ``rows`` training rows; the penalty keeps n lambda (nyhopt.optim._rows)."""
+    n_old = run.n_tr if tuned_on is None else tuned_on
+    run.use_rows(rows)
+    return rescale_penalty(params, n_old, run.n_tr), run.objective(name)
+
+
+def _more_rows(run, m):
+    """Rows for a stage at ``m`` centers on :data:`~nyhopt.optim._rows.ROW_FACTOR` times the rows, or 0.
+
+    0 when all the training rows are in use or the time left does not buy
+    :data:`MIN_EPOCHS` epochs of it (an epoch and a fit are :math:`O(n)`).
+    """
+    rows = min(run.rows.n_train, ROW_FACTOR * run.n_tr)
+    if rows <= run.n_tr:
+        return 0
+    grown = rows / run.n_tr
+    return rows if run.usable() >= grown * (MIN_EPOCHS * run.epoch_here(m) + run.reserve(m)) else 0
+
+
+def _final_on_rows(run, k):
+    """``(model, params)`` of a run on row samples: stage ``k`` refitted on as many training rows as the time buys.
+
+    The rows are a prefix of the run's permutation (:func:`nyhopt.optim._rows.final_rows`), never the
+    held-out ones, which then calibrate the final model's intervals (rows it has not seen).
+    """
+    loop, obj, model, _, _ = run.results[k]
+    st, s = run.stages[k], run.start
+    run.held = 0.0
+    fit = run.fit_cost.predict(st.centers, default=0.0) * st.rows / run.n_ref
+    rows = final_rows(run.rows, fit, st.rows, run.usable())
+    params = rescale_penalty(loop.best_params, st.rows, rows)
+    if rows > st.rows or model is None:
+        X, y = run.rows.select(*run.full, run.rows.sample(rows))
+        model = run.fit(obj, params, X, y, client=run.client if on_cluster(X) else None)
+    if s.task == "regression" and CALIBRATE and s.X_val.shape[0] >= CALIBRATE_MIN_ROWS:
+        factor = _variance_factor(model, s.X_val, s.y_val)
+        if factor is not None:
+            scale_variance(model, factor)
+    return model, params
+
+
 def tune_budgeted(a, parts):
     """:func:`nyhopt.tune` with ``time_budget``: ``a`` holds its arguments by name, ``parts`` its stages."""
     budget = Budget(check_time_budget(a["time_budget"]))
     X, y = a["X"], a["y"]
     if a["checkpoint"] is not None:
         raise ValueError("time_budget cannot be combined with checkpoint (a budgeted run is not resumable)")
-    if on_cluster(X, y):
-        raise ValueError("time_budget is for in-memory data (NumPy or CuPy arrays); for dask arrays give "
-                         "centers= and epochs=")
     validation = a["validation"]
+    if on_cluster(X, y) and validation is not None:
+        raise ValueError("time_budget on dask arrays holds out rows itself: leave validation out")
     a["epochs"], a["patience"], a["min_delta"], a["rel_delta"], freeze, dtype = check_arguments(
         validation, a["epochs"], a["patience"], a["min_delta"], a["rel_delta"], a["lr"], a["b1"], a["b2"],
         a["eps"], a["freeze"], a["dtype"], a["callback"], a["kernel"], a["objective_options"])
@@ -479,9 +454,19 @@ def tune_budgeted(a, parts):
     n = X.shape[0]
     internal = validation is None and n >= HOLDOUT_MIN_N
     track = a["track_errors"]
+    full = plan = None
     if internal:
         validation = min(HOLDOUT_FRACTION, HOLDOUT_MAX / n)
         track = bool(track)
+        n_val = int(round(validation * n))
+        if needs_rows(X, n - n_val):  # tune on samples of the rows (nyhopt.optim._rows)
+            full = check_full_data(X, y, dtype)
+            plan = RowPlan(n, n_val, rng)
+            validation = plan.gather(*full, plan.held_out(), a["client"])
+            X, y = plan.gather(*full, plan.sample(SAMPLE_ROWS), a["client"])
+            n = X.shape[0]
+    elif on_cluster(X, y):
+        raise ValueError(f"time_budget on dask arrays needs at least {HOLDOUT_MIN_N} rows (it holds some out)")
     names = _objective_names(a["objective"], validation is not None and not a["objective_options"])
     if len(names) > 1 and validation is None:
         raise ValueError(f"objective lists candidates to choose by held-out error, but X has only {n} rows "
@@ -492,11 +477,19 @@ def tune_budgeted(a, parts):
     run.start = start = parts.start(
         X, y, objective=names[0], centers=start_centers, penalty=a["penalty"], lengthscale=a["lengthscale"],
         kernel=a["kernel"], ard=a["ard"], rng=rng, validation=validation, task=a["task"], dtype=dtype,
-        solver=a["solver"], objective_options=a["objective_options"], track_errors=track, client=a["client"])
+        solver=a["solver"], objective_options=a["objective_options"], track_errors=track,
+        client=None if plan is not None else a["client"])
     run.internal = internal
+    run.X_tr, run.y_tr, run.enc = start.X, start.y, start.enc
     run.n_tr = start.X.shape[0]
     run.n_all = run.n_tr + (start.X_val.shape[0] if internal else 0)
     run.seed = int(rng.integers(0, 2**31 - 1))
+    if plan is not None:
+        if on_cluster(*full) and start.task != "regression":
+            raise ValueError("tune on dask arrays does regression only: pass task='regression' "
+                             "(classification on dask arrays is not built yet)")
+        run.rows, run.full, run.client, run.n_ref = plan, full, a["client"], run.n_tr
+        run.held = FINAL_SHARE * budget.seconds
     run.max_size = run.max_size_for(names[0])
 
     # stage 0: every candidate objective from the same start
@@ -514,7 +507,7 @@ def tune_budgeted(a, parts):
     name, obj, wrt, mask, profile, loop, reason = candidates[best_i]
     source = candidates[_with_fallback(run, best_i, fallbacks)][5]  # the point the first growth starts from
     run.max_size = run.max_size_for(name)
-    step, fails = 1, 0
+    step, fails, rows_pay = 1, 0, True
     while True:
         m = int(source.best_params.n_centers)
         if sizes is not None:
@@ -526,8 +519,11 @@ def tune_budgeted(a, parts):
         gained = fails < GROW_PATIENCE
         if m_next > m and gained and not reason.startswith("failed") and reason != "callback" and fits:
             kept = source.best_params
-            Z = add_centers(start.X, kept.centers, kept.lengthscale, m_next - m, rng, how=GROW_FROM)
+            Z = add_centers(run.X_tr, kept.centers, kept.lengthscale, m_next - m, rng, how=GROW_FROM)
             params = kept.replace(centers=Z)
+            if run.rows_for(m_next) > run.n_tr:  # the rows grow with the centers
+                params, obj = _grow_rows(run, params, run.rows_for(m_next), name)
+                obj, wrt, mask, profile = parts.objective_stage(obj, freeze, start.tracker)
             fresh = ADAM_CARRY == "reset" or source is not loop  # another objective's moments do not carry
             state = None if fresh else grow_state(loop.state, m_next, fill=ADAM_CARRY)
             if hasattr(obj, "reset"):  # a warm start of the old size (stoch-prop's CG variable)
@@ -551,7 +547,19 @@ def tune_budgeted(a, parts):
         k = best_i if best_i is not None and not math.isnan(best_err) else len(run.stages) - 1
         loop, obj, _, _, (wrt, mask, profile) = run.results[k]
         name, reason, m = run.stages[k].objective, run.stages[k].stop_reason, run.stages[k].centers
-        est = run.epoch_cost.predict(m, default=0.0)
+        more = _more_rows(run, m) if run.rows is not None and rows_pay and not math.isnan(best_err) else 0
+        if more:  # the centers stopped growing: grow the rows alone, from the best stage
+            params, obj = _grow_rows(run, loop.best_params, more, name, tuned_on=run.stages[k].rows)
+            obj, wrt, mask, profile = parts.objective_stage(obj, freeze, start.tracker)
+            prev_best = best_err
+            loop, reason, err = run.stage(name, obj, wrt, mask, profile, params, None, run.usable() - run.reserve(m))
+            source = loop
+            rows_pay = not math.isnan(err) and err < prev_best * (1.0 - MIN_GAIN)
+            fails = 0 if rows_pay else fails
+            if not math.isnan(err) and err < best_err:
+                best_i, best_err = len(run.stages) - 1, err
+            continue
+        est = run.epoch_here(m)
         if reason == "time" and not internal and run.usable() - run.reserve(m) >= 3.0 * est:  # go on with it
             loop, reason, err = run.stage(name, obj, wrt, mask, profile, loop.last_params, loop.state,
                                           run.usable() - run.reserve(m))
@@ -569,6 +577,12 @@ def tune_budgeted(a, parts):
         pool = [grown] + list(range(len(names), len(run.stages)))
         best_i = _with_fallback(run, _largest_within_noise(run, best_i, pool), fallbacks)
     loop, obj, model, offset, _ = run.results[best_i]
+    if run.rows is not None:
+        model, params = _final_on_rows(run, best_i)
+        if feature_names is not None:
+            model.feature_names_in_ = feature_names
+        return parts.result(model, params, History(run.records), obj, offset + loop.best_epoch,
+                            run.stages[-1].stop_reason, start.task, budget.now(), stages=tuple(run.stages))
     if internal:
         X_all, y_all = _concat(start.X, start.X_val), _concat(start.y, start.y_val)
         polished = _polish(run, best_i, X_all, y_all, freeze)
