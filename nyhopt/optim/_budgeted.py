@@ -288,7 +288,12 @@ class _Run:
     def fit(self, obj, params, X, y, client=None):
         p = self.parts
         s = self.start
-        solver = "falkon" if client is not None else choose_solver(self.a["solver"], X.shape[0], params.n_centers)
+        solver = self.a["solver"]
+        if on_cluster(X):
+            solver = "falkon"
+        elif self.rows is not None and solver == "auto":
+            solver = "direct"  # its one pass over the rows is the variance model's pass: a cost linear in the rows
+        solver = choose_solver(solver, X.shape[0], params.n_centers)
         return p.final_model(s.task, s.template, params, X, y, s.dtype, solver, client,
                              fit_intercept=getattr(obj, "mean", "zero") == "constant",
                              amplitude=params.amplitude if obj.uses_amplitude else None)
@@ -427,7 +432,7 @@ def _final_on_rows(run, k):
     params = rescale_penalty(loop.best_params, st.rows, rows)
     if rows > st.rows or model is None:
         X, y = run.rows.select(*run.full, run.rows.sample(rows))
-        model = run.fit(obj, params, X, y, client=run.client if on_cluster(X) else None)
+        model = run.fit(obj, params, X, y, client=run.client)
     if s.task == "regression" and CALIBRATE and s.X_val.shape[0] >= CALIBRATE_MIN_ROWS:
         factor = _variance_factor(model, s.X_val, s.y_val)
         if factor is not None:
