@@ -94,6 +94,7 @@ def standardize_inputs(standardize, X, validation, centers, feature_names, dtype
     xp = get_namespace(X)
     with frame_errors(frame, "X"):
         X = check_matrix(X, "X", xp, dtype=check_dtype(dtype), min_rows=2)
+    X = xp.ascontiguousarray(X)  # a DataFrame's columns (Fortran order) sum in another order: the same statistics
     mean, scale = standardization(X)
     Xs = apply_standardization(X, mean, scale)
     warn_if_centers_in_data_units(centers, Xs, mean, scale)
