@@ -1,4 +1,4 @@
-"""The ``nyhopt`` command line: ``demo``, ``tune``, ``predict`` and ``info``.
+"""The ``nyhopt`` command line: ``demo``, ``tune``, ``predict``, ``score`` and ``info``.
 
 Run ``nyhopt --help`` or ``nyhopt <command> --help``.  Errors in the input
 (missing file, unknown column, text where a number is needed, an unknown
@@ -6,10 +6,11 @@ objective...) are reported in one line on stderr with exit status 2; add
 ``--debug`` to see the Python traceback instead.
 
 The package holds one module per job: ``_parser`` (the argument parser),
-``_demo``, ``_tune``, ``_predict`` and ``_info`` (the commands), ``_device``
-(``--device``), ``_paths`` (output paths checked before any work),
-``_common`` (argument types and messages) and ``_main`` (dispatch and the
-one-line errors).
+``_demo``, ``_tune``, ``_predict``, ``_score`` and ``_info`` (the commands),
+``_scores`` (what ``score`` computes), ``_columns`` (a table's feature
+columns), ``_device`` (``--device``), ``_paths`` (output paths checked before
+any work), ``_common`` (argument types and messages) and ``_main`` (dispatch
+and the one-line errors).
 """
 from __future__ import annotations
 

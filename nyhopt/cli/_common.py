@@ -152,11 +152,11 @@ def _missing_target(table, j, task):
     return bad[0], cells[bad[0]]
 
 
-def target_values(table, j, task):
+def target_values(table, j, task, text_hint="for class labels give --task classification"):
     """Targets of column ``j``: floats (or ints for integer labels), or text labels.
 
     A missing target stops the command with its line (drop those rows); a
-    regression's target must be numeric.
+    regression's target must be numeric (``text_hint`` closes that message).
     """
     from ..io import DataError, numeric_columns
     from ._columns import first_bad_cell, line_of
@@ -174,7 +174,7 @@ def target_values(table, j, task):
             row, _ = first_bad_cell(table, [j])
             raise DataError(f"{table.path}, line {line_of(table, row)}, column {table.names[j]!r}: "
                             f"{str(table.cells[row, j])!r} is not a finite number; the target of a regression must be "
-                            "numeric (for class labels give --task classification)") from None
+                            f"numeric ({text_hint})") from None
         return table.cells[:, j].astype(str)
     if task != "regression" and np.all(values == np.round(values)) and np.all(np.abs(values) < 2**53):
         ints = values.astype(np.int64)

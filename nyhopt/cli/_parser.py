@@ -9,6 +9,7 @@ from ._demo import cmd_demo
 from ._device import DEVICES
 from ._info import cmd_info
 from ._predict import cmd_predict
+from ._score import cmd_score
 from ._tune import cmd_tune
 
 
@@ -26,6 +27,7 @@ examples:
   nyhopt demo                                  # tune on scikit-learn's digits, print the test error
   nyhopt tune data.csv --target price --out model.npz --report report.png
   nyhopt predict model.npz new.csv --out predictions.csv
+  nyhopt score model.npz test.csv --std        # RMSE, MAE, R2 and the error bars on rows with targets
   nyhopt info                                  # versions, GPU, threads: paste into bug reports
 
 Run 'nyhopt <command> --help' for the options of a command.
@@ -142,6 +144,29 @@ def build_parser() -> argparse.ArgumentParser:
     add_device(predict)
     predict.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     predict.set_defaults(func=cmd_predict)
+
+    # score --------------------------------------------------------------------------
+    score = sub.add_parser(
+        "score", formatter_class=fmt,
+        help="score a saved model on a CSV file that holds the targets",
+        description="Score a saved model on the rows of a CSV file (with a header row) that holds the\n"
+                    "model's feature columns and the target. Regression: RMSE, MAE and R2 (with --std\n"
+                    "also the 95% interval coverage and the NLPD of the error bars); classification:\n"
+                    "the error rate, the log loss of predict_proba and the expected calibration error\n"
+                    "over 10 bins.",
+        epilog="example:\n  nyhopt score model.npz test.csv --target price --std --json",
+    )
+    score.add_argument("model", help="model file (.npz) written by 'nyhopt tune' or nyhopt.save_model")
+    score.add_argument("data", help="CSV file with a header row")
+    score.add_argument("--target", help="name (or 0-based index) of the target column (default: the target "
+                                        "the model was tuned on, as 'nyhopt tune' saved it)")
+    score.add_argument("--std", action="store_true",
+                       help="also score the error bars (regression models): 95%% interval coverage and NLPD")
+    score.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    score.add_argument("--delimiter", help="field separator (default: guessed)")
+    add_device(score)
+    score.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
+    score.set_defaults(func=cmd_score)
 
     # info ---------------------------------------------------------------------------
     info = sub.add_parser(

@@ -24,11 +24,8 @@ def cmd_predict(args) -> int:
     table = read_csv(args.data, delimiter=args.delimiter)
     meta = getattr(model, "meta_", {})
     X = feature_matrix(table, model_columns(model, table), dtype=np.float64)
-    if args.std and getattr(model, "classes_", None) is not None:
-        raise CLIError("--std is for regression models; this model is a classifier")
-    if args.std and getattr(getattr(model, "model_", model), "variance_model_", None) is None:
-        raise CLIError(f"{args.model} holds no variance model (saved by an older nyhopt, or fitted with "
-                       "predictive_variance=False): run 'nyhopt tune' again to get --std")
+    if args.std:
+        check_std(model, args.model)
     model = model_to(model, xp)
     std = None
     if args.std:
@@ -64,6 +61,15 @@ def cmd_predict(args) -> int:
     if args.out:
         print(f"{len(rows)} predictions written to {args.out}", file=sys.stderr)
     return 0
+
+
+def check_std(model, path):
+    """Refuse ``--std`` for a classifier, or for a model file without a variance model."""
+    if getattr(model, "classes_", None) is not None:
+        raise CLIError("--std is for regression models; this model is a classifier")
+    if getattr(getattr(model, "model_", model), "variance_model_", None) is None:
+        raise CLIError(f"{path} holds no variance model (saved by an older nyhopt, or fitted with "
+                       "predictive_variance=False): run 'nyhopt tune' again to get --std")
 
 
 def predict_on(model, X, xp, return_std=False):
