@@ -4,11 +4,15 @@ CSV files have a header row; columns are chosen by name (or by 0-based index).
 Every problem in a file is reported as a :class:`DataError` that names the
 file, the line and the column, so that the command line can print it as is.
 
-A model file is a plain NumPy ``.npz`` archive written with :func:`numpy.savez`
-and read with ``allow_pickle=False``: nothing in it can execute code.  Keys:
+A model file is a plain NumPy ``.npz`` archive written with
+:func:`numpy.savez_compressed` and read with ``allow_pickle=False``: nothing in
+it can execute code.  It holds what ``predict`` and ``predict(X,
+return_std=True)`` need and no more (sizes in ``docs/cli.md``, "Model files").
+Keys:
 
 ==================  ===========================================================
-``format``          ``"nyhopt-model"``; ``version``: format version (1)
+``format``          ``"nyhopt-model"``; ``version``: format version (2; files
+                    of version 1 load too)
 ``estimator``       class name: ``HyperoptKRR``, ``HyperoptKRRClassifier``,
                     ``NystromKRR`` or ``NystromKRRClassifier``
 ``kernel``          kernel name (``gaussian``, ``laplacian``, ``matern12`` ...)
@@ -18,6 +22,9 @@ and read with ``allow_pickle=False``: nothing in it can execute code.  Keys:
 ``alpha``           (m, p) float64
 ``y_was_1d``        bool
 ``x_mean``          (d,) and ``x_scale`` (d,): inputs are ``(X - x_mean) / x_scale``
+                    when ``standardize`` (a ``Hyperopt*`` estimator's option;
+                    for ``NystromKRR*``, the input scaling ``input_mean_``,
+                    ``input_scale_`` a model from :func:`nyhopt.tune` keeps)
 ``y_mean``          (p,) and ``y_scale`` (p,): regression outputs are
                     ``y_mean + y_scale * f``
 ``classes``         classifier labels (numbers or strings), sorted
@@ -26,11 +33,15 @@ and read with ``allow_pickle=False``: nothing in it can execute code.  Keys:
 ``objective``       objective name, ``ard`` bool (``Hyperopt*`` estimators)
 ``amplitude``       float64 > 0, the kernel amplitude (``Hyperopt*``;
                     optional: files without it load with 1.0)
-``var_chol``        (m, m) float64, ``var_n_lam`` and ``var_amplitude`` float64:
-                    the predictive variance (:mod:`nyhopt.posterior`: the
-                    factor :math:`C`, :math:`n\\lambda` and :math:`a`; the
-                    factor :math:`L` is computed again from the kernel and the
-                    centers); optional: without them ``return_std`` is refused
+``var_chol_packed`` (m(m+1)/2,) float64, ``var_n_lam`` and ``var_amplitude``
+                    float64: the predictive variance (:mod:`nyhopt.posterior`:
+                    the lower triangle of the factor :math:`C` row by row,
+                    :mod:`nyhopt.io._packed`, :math:`n\\lambda` and :math:`a`;
+                    the factor :math:`L` is computed again from the kernel and
+                    the centers); version 1 files hold the square ``var_chol``
+                    (m, m) instead.  Optional: without them ``return_std`` is
+                    refused (``variance_left_out`` True: it was left out by
+                    ``save_model(..., std=False)``)
 ``intercept``       (p,) float64, the constant of the predictor (``intercept_``:
                     regression outputs are ``intercept + y_scale * f``, scores
                     ``intercept + f``); ``fit_intercept`` bool.  Optional: files
@@ -54,6 +65,7 @@ from ._model_file import ESTIMATORS as _ESTIMATORS
 from ._model_file import FORMAT, VERSION, read_npz, validate_state
 from ._model_params import decode_params, encode_params
 from ._model_params import kernel_name as _kernel_name
+from ._packed import pack_lower
 from ._table_file import read_text
 from ..backend import to_numpy
 from ..errors import DataError
@@ -285,11 +297,13 @@ def _intercept_of(model):
     return np.broadcast_to(c, (p,)).astype(np.float64)
 
 
-def _model_state(model) -> dict:
-    """The arrays that describe a fitted estimator (see the module notes)."""
+def _model_state(model, std=True) -> dict:
+    """The arrays that describe a fitted estimator (see the module notes); ``std``: with the variance factor."""
     name = type(model).__name__
     if name not in _ESTIMATORS:
-        raise ValueError(f"cannot save a {name}; expected one of {list(_ESTIMATORS)}")
+        raise ValueError(f"cannot save a {name}: save_model writes one of nyhopt's estimators {list(_ESTIMATORS)}; "
+                         f"save a scikit-learn Pipeline (or any other object) with joblib: "
+                         f'joblib.dump(pipeline, "model.joblib"), read back by joblib.load("model.joblib")')
     hyper = name.startswith("Hyperopt")
     inner = getattr(model, "model_", None) if hyper else model
     if inner is None or not hasattr(inner, "alpha_"):
@@ -300,8 +314,11 @@ def _model_state(model) -> dict:
     p = 1 if was_1d else alpha.shape[1]
     y_mean = to_numpy(getattr(inner, "y_mean_", np.zeros(p)), dtype=np.float64).reshape(-1)
     y_scale = to_numpy(getattr(inner, "y_scale_", np.ones(p)), dtype=np.float64).reshape(-1)
-    x_mean = to_numpy(getattr(model, "x_mean_", np.zeros(d)), dtype=np.float64).reshape(-1)
-    x_scale = to_numpy(getattr(model, "x_scale_", np.ones(d)), dtype=np.float64).reshape(-1)
+    scaled = hyper and bool(model.standardize) or getattr(inner, "input_mean_", None) is not None
+    x_mean, x_scale = ((model.x_mean_, model.x_scale_) if hyper else
+                       (inner.input_mean_, inner.input_scale_) if scaled else (np.zeros(d), np.ones(d)))
+    x_mean = to_numpy(x_mean, dtype=np.float64).reshape(-1)
+    x_scale = to_numpy(x_scale, dtype=np.float64).reshape(-1)
     state = {
         "estimator": np.array(name),
         "kernel": np.array(_kernel_name(inner.kernel_)),
@@ -315,7 +332,7 @@ def _model_state(model) -> dict:
         "y_mean": y_mean,
         "y_scale": y_scale,
         "normalize_y": np.array(bool(getattr(inner, "normalize_y", False))),
-        "standardize": np.array(bool(getattr(model, "standardize", False))),
+        "standardize": np.array(scaled),
         "dtype": np.array(str(np.dtype(inner.centers_.dtype))),
         "intercept": _intercept_of(inner),
         "fit_intercept": np.array(bool(getattr(inner, "fit_intercept", False))),
@@ -327,8 +344,10 @@ def _model_state(model) -> dict:
     if classes is not None:
         state["classes"] = _labels_array(classes)
     vm = getattr(inner, "variance_model_", None)
-    if vm is not None:
-        state["var_chol"] = to_numpy(vm.C, dtype=np.float64)
+    if vm is not None and not std:
+        state["variance_left_out"] = np.array(True)
+    elif vm is not None:
+        state["var_chol_packed"] = pack_lower(to_numpy(vm.C, dtype=np.float64))
         state["var_n_lam"] = np.array(float(vm.n_lam), dtype=np.float64)
         state["var_amplitude"] = np.array(float(vm.amplitude), dtype=np.float64)
     if hyper:
@@ -378,15 +397,20 @@ def _inner_from_state(state, classifier, params=None):
     model.n_features_in_ = centers.shape[1]
     model.solve_ = None
     model.converged_ = True
-    vm = None
+    scaled = state["standardize"] and not state["estimator"].startswith("Hyperopt")  # a tune model's scaling
+    model.input_mean_, model.input_scale_ = (state["x_mean"], state["x_scale"]) if scaled else (None, None)
+    vm, reason = None, None
     if "var_chol" in state:
         from ..posterior import VarianceModel, kmm_lower
 
         L = kmm_lower(kernel, centers, centers.dtype, np)  # as at fit: the same kernel, centers and jitter
         vm = VarianceModel(L, state["var_chol"], float(state["var_n_lam"]), float(state["var_amplitude"]))
+    elif state["variance_left_out"]:
+        reason = ("it was saved by save_model(..., std=False), which leaves out the variance factor; save the "
+                  "fitted model with save_model(path, model, std=True) for return_std and predict_proba")
     else:
         model.predictive_variance = False
-    set_variance(model, vm)
+    set_variance(model, vm, reason)
     return model
 
 
@@ -423,18 +447,31 @@ def _model_from_state(state, path):
     return model
 
 
-def save_model(path, model, meta=None) -> str:
-    """Save a fitted estimator to ``path`` (``.npz``, no pickle).
+def save_model(path, model, meta=None, std=True) -> str:
+    r"""Save a fitted estimator to ``path`` (a compressed ``.npz``, no pickle).
+
+    The file holds what ``predict`` and ``predict(X, return_std=True)`` need:
+    the kernel, penalty, centers, coefficients, the input and target scalings
+    and, with ``std``, the lower triangle of the variance factor :math:`C`
+    (:math:`m(m+1)/2` numbers, :mod:`nyhopt.io._packed`), which is most of the
+    file: 8.8 MB at :math:`m = 1500`, :math:`d = 16`, 0.2 MB without it
+    (``docs/cli.md``, "Model files").
 
     Parameters
     ----------
     path : str or path-like
         Destination; ``.npz`` is appended when missing (as :func:`numpy.savez` does).
     model : HyperoptKRR, HyperoptKRRClassifier, NystromKRR or NystromKRRClassifier
-        A fitted estimator.
+        A fitted estimator.  A scikit-learn ``Pipeline`` (or any other object)
+        is saved with joblib instead: ``joblib.dump(pipeline, "model.joblib")``.
     meta : dict, optional
         Extra values (numbers, strings or arrays of them) stored as ``meta_<key>``
         and given back by :func:`load_model` in ``model.meta_``.
+    std : bool, default True
+        Keep the variance factor.  False writes a small file (centers and
+        coefficients, :math:`O(md)`) whose loaded model predicts but refuses
+        ``return_std``, ``return_cov`` and ``predict_proba`` with an error
+        that names ``save_model(..., std=True)``.
 
     Returns
     -------
@@ -444,7 +481,10 @@ def save_model(path, model, meta=None) -> str:
     Raises
     ------
     ValueError
-        If the model is not fitted or not one of the supported estimators.
+        If the model is not fitted or not one of the supported estimators
+        (the message names joblib for a Pipeline or any other object).
+    TypeError
+        ``meta`` is not a dict, or ``std`` not a bool.
 
     Examples
     --------
@@ -462,7 +502,9 @@ def save_model(path, model, meta=None) -> str:
     path = _fspath(path)
     if meta is not None and not isinstance(meta, dict):
         raise TypeError(f"meta must be a dict of names to values, got {type(meta).__name__}")
-    state = _model_state(model)
+    if not isinstance(std, (bool, np.bool_)):
+        raise TypeError(f"std must be True or False, got {std!r}")
+    state = _model_state(model, bool(std))
     arrays = {"format": np.array(FORMAT), "version": np.array(VERSION)}
     arrays.update(state)
     for key, value in (meta or {}).items():
@@ -472,7 +514,7 @@ def save_model(path, model, meta=None) -> str:
         arrays[f"meta_{key}"] = arr
     if not path.endswith(".npz"):
         path += ".npz"
-    np.savez(path, **arrays)
+    np.savez_compressed(path, **arrays)
     return path
 
 

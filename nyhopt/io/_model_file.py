@@ -13,11 +13,14 @@ import os
 import numpy as np
 
 from ..errors import DataError
+from ._packed import packed_size, unpack_lower
 
 __all__ = ["FORMAT", "VERSION", "KERNELS", "ESTIMATORS", "read_npz", "validate_state"]
 
 FORMAT = "nyhopt-model"
-VERSION = 1
+#: 2: the variance factor as its packed lower triangle (``var_chol_packed``), the archive compressed,
+#: input scalings of ``NystromKRR*`` models; files of version 1 (the full ``var_chol``) still load.
+VERSION = 2
 KERNELS = ("gaussian", "laplacian", "matern12", "matern32", "matern52")
 ESTIMATORS = ("HyperoptKRR", "HyperoptKRRClassifier", "NystromKRR", "NystromKRRClassifier")
 _DTYPES = ("float32", "float64")
@@ -176,14 +179,14 @@ def validate_state(state: dict, path: str) -> dict:
         out["ard"] = f.flag("ard")
         # optional: files written before the amplitude existed hold none (amplitude 1)
         out["amplitude"] = f.floats("amplitude", (), positive=True) if "amplitude" in state else np.float64(1.0)
-    if "var_chol" in state:  # optional: the predictive variance
-        C = out["var_chol"] = f.floats("var_chol", (m, m))
-        if not (np.all(np.diag(C) > 0) and np.array_equal(C, np.tril(C))):
-            f.fail("var_chol", "must be a lower-triangular Cholesky factor (positive diagonal)")
+    if "var_chol" in state or "var_chol_packed" in state:  # optional: the predictive variance
+        out["var_chol"] = _variance_factor(f, state, m)
         out["var_n_lam"] = f.floats("var_n_lam", (), positive=True)
         out["var_amplitude"] = f.floats("var_amplitude", ())
         if not out["var_amplitude"] >= 0:
             f.fail("var_amplitude", "must be >= 0")
+    # optional: save_model(..., std=False) left out a fitted variance model (return_std then names it)
+    out["variance_left_out"] = f.flag("variance_left_out") if "variance_left_out" in state else False
     if "feature_names" in state:
         names = state["feature_names"]
         if names.ndim != 1 or names.dtype.kind != "U" or names.size not in (0, d):
@@ -194,6 +197,19 @@ def validate_state(state: dict, path: str) -> dict:
     if "params" in state:  # optional: the constructor parameters (JSON text, nyhopt.io._model_params)
         out["params"] = f.text("params")
     return out
+
+
+def _variance_factor(f: _Fields, state, m: int) -> np.ndarray:
+    """The ``(m, m)`` lower Cholesky factor: ``var_chol`` (version 1, the square) or ``var_chol_packed``."""
+    if "var_chol" in state:
+        key, C = "var_chol", f.floats("var_chol", (m, m))
+        lower = np.array_equal(C, np.tril(C))
+    else:
+        key, C = "var_chol_packed", unpack_lower(f.floats("var_chol_packed", (packed_size(m),)), m)
+        lower = True
+    if not (lower and np.all(np.diag(C) > 0)):
+        f.fail(key, "must be a lower-triangular Cholesky factor (positive diagonal)")
+    return C
 
 
 def _classes(f: _Fields, p: int) -> np.ndarray:
