@@ -176,3 +176,34 @@ def test_help_lists_score(capsys):
         main(["score", "--help"])
     out = capsys.readouterr().out
     assert "usage: nyhopt score" in out and "--std" in out and "--json" in out and "--target" in out
+
+
+class _Device:
+    """Stands in for CuPy (host arrays): counts the transfers back; refuses text, as CuPy does."""
+
+    def __init__(self):
+        self.to_host = 0
+
+    def asarray(self, a):
+        a = np.asarray(a)
+        if a.dtype.kind in "OUS":
+            raise TypeError("CuPy holds no text")
+        return a
+
+    def asnumpy(self, a):
+        self.to_host += 1
+        return np.asarray(a)
+
+
+@pytest.mark.parametrize("target, extra", [("price", ["--std"]), ("answer", [])])
+def test_the_gpu_path_scores_as_the_cpu(tables, capsys, monkeypatch, target, extra):
+    from nyhopt.cli import _device
+
+    tmp, test, X, y, models = tables
+    cpu = json.loads(_score(capsys, models[target], test, "--json", "--device", "cpu", *extra))
+    device = _Device()
+    monkeypatch.setattr(_device, "gpu_module", lambda: device)
+    gpu = json.loads(_score(capsys, models[target], test, "--json", "--device", "gpu", *extra))
+    assert device.to_host >= 1 and gpu.keys() == cpu.keys()
+    for key, value in cpu.items():
+        assert gpu[key] == (pytest.approx(value, rel=1e-12) if isinstance(value, float) else value), key
