@@ -88,6 +88,7 @@ def one_problem(name, seed, args):
     Z0 = initial_centers(X, args.centers, rng)
     kw = dict(objective="sgpr", centers=Z0, lengthscale=ell0, lr=0.05, kernel="gaussian", ard=True,
               random_state=seed, record_terms=False, track_errors=False, progress=False, patience=None,
+              standardize=False,  # the paper's protocol: X standardized once, by load_dataset
               task="regression" if ds.task == "regression" else "classification")
     full = nh.tune(X, y, epochs=args.epochs, **kw)
     values = list(full.history.objective)

@@ -189,7 +189,8 @@ def one_run(ds, X, y, Z0, ell0, method, seed, args):
                          epochs=args.epochs, lr=args.lr, kernel="gaussian", ard=True,
                          random_state=seed, validation=validation, freeze=freeze, patience=None,
                          task="regression" if ds.task == "regression" else "classification",
-                         record_terms=False, track_errors=False, progress=False, objective_options=options)
+                         record_terms=False, track_errors=False, progress=False, objective_options=options,
+                         standardize=False)  # the paper's protocol: X standardized once, by load_dataset
     chosen = result.objective.name if result.candidates else ""  # the validated choice
     nlpd, coverage = error_bars(ds, result.model)
     return {

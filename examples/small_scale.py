@@ -81,7 +81,8 @@ def one_run(ds, X, y, objective, seed, args):
         result = nh.tune(X, y, objective=objective, centers=args.centers, epochs=args.epochs,
                          lr=args.lr, kernel="gaussian", ard=True, random_state=seed,
                          task="regression" if ds.task == "regression" else "classification",
-                         patience=args.patience, record_terms=False, progress=False)
+                         patience=args.patience, record_terms=False, progress=False,
+                         standardize=False)  # the paper's protocol: X standardized once, by load_dataset
     pred = result.model.predict(ds.X_test)
     return {
         "test_error": ds.error(pred),
