@@ -11,7 +11,7 @@ __all__ = ["TuneResult"]
 
 
 class TuneResult(NamedTuple):
-    """What :func:`nyhopt.tune` returns.
+    r"""What :func:`nyhopt.tune` returns.
 
     Attributes
     ----------
@@ -19,9 +19,13 @@ class TuneResult(NamedTuple):
         Fitted with the best hyperparameters (regression: ``normalize_y=True``,
         so predictions are in the targets' units; ``fit_intercept=True`` when
         the objective has ``mean="constant"``, so ``model.intercept_`` is the
-        tuned constant).
+        tuned constant).  With ``standardize=True`` (the default) it keeps the
+        input scaling (``input_mean_``, ``input_scale_``) and takes raw ``X``.
     params : Params
-        The best hyperparameters (lowest objective value seen).
+        The best hyperparameters (lowest objective value seen), in the
+        standardized coordinates with ``standardize=True``: a center
+        :math:`\tilde z` is ``input_mean_ + input_scale_ * z`` in the units of
+        ``X``, a lengthscale ``input_scale_ * l`` (``docs/tuning.md``, "Inputs").
     history : History
         One :class:`TuneRecord` per evaluation (``history[0]`` is the
         initialization, ``history[k]`` the point after ``k`` Adam steps).
