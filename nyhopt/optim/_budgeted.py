@@ -460,6 +460,8 @@ def tune_budgeted(a, parts):
     internal = validation is None and n >= HOLDOUT_MIN_N
     track = a["track_errors"]
     full = plan = None
+    if on_cluster(X, y):
+        check_full_data(X, y, dtype)  # what can be known of dask arrays without computing them
     if internal:
         validation = min(HOLDOUT_FRACTION, HOLDOUT_MAX / n)
         track = bool(track)
@@ -565,7 +567,10 @@ def tune_budgeted(a, parts):
                 best_i, best_err = len(run.stages) - 1, err
             continue
         est = run.epoch_here(m)
-        if reason == "time" and not internal and run.usable() - run.reserve(m) >= 3.0 * est:  # go on with it
+        go_on = reason == "time" and (not internal or run.rows is not None and run.stages[k].rows == run.n_tr)
+        if go_on and run.rows is not None:  # keep back only what the final fit on all the rows is projected to take
+            run.held = min(run.held, 1.25 * run.fit_seconds(m) * run.rows.n_train / run.n_tr)
+        if go_on and run.usable() - run.reserve(m) >= 3.0 * est:  # go on with it
             loop, reason, err = run.stage(name, obj, wrt, mask, profile, loop.last_params, loop.state,
                                           run.usable() - run.reserve(m))
             source = loop

@@ -1,0 +1,147 @@
+"""A budgeted run on large data: nested row samples grown with the centers (nyhopt/optim/_rows.py).
+
+The threshold (40 000 training rows) is lowered here so that small problems
+take the same path; the clock is simulated where a schedule is compared.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import nyhopt as nh
+from nyhopt import Params
+from nyhopt.optim import _budget, _budgeted, _rows
+from nyhopt.optim._rows import RowPlan, final_rows, rescale_penalty
+
+
+class TickClock:
+    """Every read advances the clock by ``tick`` seconds: a schedule that does not depend on the machine."""
+
+    def __init__(self, tick=0.01):
+        self.t, self.tick = 0.0, tick
+
+    def __call__(self):
+        self.t += self.tick
+        return self.t
+
+
+@pytest.fixture
+def small_sample(monkeypatch):
+    """Runs of more than 300 training rows tune on row samples; a simulated clock."""
+    monkeypatch.setattr(_budgeted, "SAMPLE_ROWS", 300)
+    monkeypatch.setattr(_rows, "SAMPLE_ROWS", 300)
+    monkeypatch.setattr(_budget, "CLOCK", TickClock())
+
+
+def _problem(n=1500, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+# -- the pieces -------------------------------------------------------------------------------------------
+def test_row_plan_samples_are_nested_and_never_hold_held_out_rows():
+    plan = RowPlan(1000, 100, np.random.default_rng(0))
+    held = plan.held_out()
+    small, large = plan.sample(200), plan.sample(800)
+    assert plan.n_train == 900 and held.size == 100 and small.size == 200 and large.size == 800
+    assert set(small) <= set(large) and not set(large) & set(held)
+    assert np.all(np.diff(large) > 0)  # sorted, distinct
+    assert plan.sample(10**6).size == 900  # at most the training rows
+    assert plan.rows_for(10, 300) == 300 and plan.rows_for(100, 300) == _rows.ROWS_PER_CENTER * 100
+    assert plan.rows_for(10**6, 300) == 900
+
+
+def test_penalty_carries_n_lambda():
+    p = Params.from_natural(penalty=2e-3, lengthscale=np.ones(2), centers=np.zeros((4, 2)))
+    q = rescale_penalty(p, 500, 2000)
+    assert float(q.penalty) * 2000 == pytest.approx(float(p.penalty) * 500, rel=1e-14)
+    np.testing.assert_array_equal(q.centers, p.centers)
+    np.testing.assert_array_equal(q.log_lengthscale, p.log_lengthscale)
+    assert rescale_penalty(p, 500, 500) is p
+
+
+def test_final_rows_are_what_the_time_buys():
+    plan = RowPlan(10_000, 1000, np.random.default_rng(0))
+    assert final_rows(plan, 1.0, 1000, 100.0) == 9000  # all the training rows fit
+    assert final_rows(plan, 1.0, 1000, 2.5) == 2000  # 1.25 s a thousand rows
+    assert final_rows(plan, 1.0, 1000, 0.1) == 1000  # never fewer than were tuned on
+
+
+# -- the run ----------------------------------------------------------------------------------------------
+def test_a_large_run_tunes_on_samples_and_fits_on_more_rows(small_sample):
+    X, y = _problem()
+    X0, y0 = X.copy(), y.copy()
+    res = nh.tune(X, y, time_budget=30.0, progress=False, standardize=False)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(y, y0)
+    rows = [s.rows for s in res.stages]
+    assert rows[0] == 300 and all(b >= a for a, b in zip(rows, rows[1:]))
+    assert all(s.rows >= min(_rows.ROWS_PER_CENTER * s.centers, 1350) or s.rows == 300 for s in res.stages)
+    assert res.model.penalty == pytest.approx(float(res.params.penalty), rel=1e-12)
+    np.testing.assert_array_equal(res.model.centers_, res.params.centers)
+    mean, std = res.model.predict(X[:50], return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(std > 0)
+    assert math.sqrt(np.mean((mean - y[:50]) ** 2)) < 0.5
+
+
+def test_growing_rows_keeps_n_lambda_between_stages(small_sample):
+    X, y = _problem()
+    res = nh.tune(X, y, time_budget=30.0, progress=False, standardize=False, objective="sgpr", centers=(100,))
+    for prev, nxt in zip(res.stages, res.stages[1:]):
+        if nxt.rows > prev.rows and nxt.centers == prev.centers:  # a growth of the rows alone
+            start = res.history[nxt.first_epoch]
+            best = min((res.history[i] for i in range(prev.first_epoch, prev.first_epoch + prev.epochs + 1)),
+                       key=lambda r: r.objective)
+            assert start.penalty * nxt.rows == pytest.approx(best.penalty * prev.rows, rel=1e-12)
+            break
+    else:
+        pytest.fail(f"no growth of the rows alone: {res.stages}")
+
+
+def test_small_data_never_samples(monkeypatch):
+    monkeypatch.setattr(_budget, "CLOCK", TickClock())
+    X, y = _problem(600)
+    res = nh.tune(X, y, time_budget=4.0, progress=False, standardize=False)
+    n_tr = 600 - int(round(0.1 * 600))
+    assert {s.rows for s in res.stages[:-1]} == {n_tr}
+
+
+# -- dask -------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+def test_dask_runs_the_stages_of_the_in_memory_run(small_sample, dask_client, monkeypatch):
+    da = pytest.importorskip("dask.array")
+    X, y = _problem()
+    kw = dict(time_budget=20.0, progress=False, standardize=False, task="regression", random_state=3)
+    res_mem = nh.tune(X, y, **kw)
+    monkeypatch.setattr(_budget, "CLOCK", TickClock())
+    Xd, yd = da.from_array(X, chunks=(400, 3)), da.from_array(y, chunks=400)
+    res_dask = nh.tune(Xd, yd, **kw)
+    key = [(s.centers, s.objective, s.rows, s.epochs) for s in res_mem.stages]
+    assert [(s.centers, s.objective, s.rows, s.epochs) for s in res_dask.stages] == key
+    Xt, yt = _problem(500, seed=1)
+    err_mem = math.sqrt(np.mean((res_mem.model.predict(Xt) - yt) ** 2))
+    err_dask = math.sqrt(np.mean((np.asarray(res_dask.model.predict(Xt)) - yt) ** 2))
+    assert err_dask <= 1.1 * err_mem
+
+
+def test_dask_inputs_that_cannot_be_sampled_get_clear_errors(dask_client):
+    da = pytest.importorskip("dask.array")
+    X, y = _problem(600)
+    Xd, yd = da.from_array(X, chunks=(200, 3)), da.from_array(y, chunks=200)
+    unknown = Xd[Xd[:, 0] > -100]  # a boolean mask: row chunks of unknown size
+    with pytest.raises(ValueError, match="compute_chunk_sizes"):
+        nh.tune(unknown, yd[Xd[:, 0] > -100], time_budget=5.0, progress=False, standardize=False,
+                task="regression")
+    with pytest.raises(ValueError, match="validation"):
+        nh.tune(Xd, yd, time_budget=5.0, progress=False, standardize=False, validation=0.2, task="regression")
