@@ -144,7 +144,7 @@ def run_demo(seed=0, objective="prop", centers=500, epochs=50, lr=0.1, dtype=np.
     with _blas_threads(blas_threads), compile_notice(enabled=not quiet):
         result = tune(xp.asarray(X_tr), xp.asarray(y_tr), objective=objective, centers=centers, epochs=epochs, lr=lr,
                       task="classification", random_state=seed, progress=False, record_terms=False,
-                      patience=None, callback=show, **DEMO_INIT)
+                      patience=None, callback=show, standardize=False, **DEMO_INIT)
         seconds = time.perf_counter() - t0
         pred = to_host(result.model.predict(xp.asarray(X_te)), xp)
     wrong = int(np.sum(pred != y_te))
