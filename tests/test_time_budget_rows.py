@@ -30,8 +30,9 @@ class TickClock:
 @pytest.fixture
 def small_sample(monkeypatch):
     """Runs of more than 300 training rows tune on row samples; a simulated clock."""
-    monkeypatch.setattr(_budgeted, "SAMPLE_ROWS", 300)
-    monkeypatch.setattr(_rows, "SAMPLE_ROWS", 300)
+    monkeypatch.setattr(_budgeted, "START_ROWS", 300)
+    monkeypatch.setattr(_rows, "START_ROWS", 300)
+    monkeypatch.setattr(_rows, "SAMPLE_FROM", 300)
     monkeypatch.setattr(_budget, "CLOCK", TickClock())
 
 

@@ -68,7 +68,7 @@ from ._grow import add_centers, grow_state, next_size
 from ._history import History
 from ._init import as_generator
 from ._setup import build_objective
-from ._rows import (FINAL_SHARE, ROW_FACTOR, SAMPLE_ROWS, RowPlan, check_full_data, final_rows,
+from ._rows import (ROW_FACTOR, START_ROWS, RowPlan, check_full_data, final_rows,
                     needs_rows, rescale_penalty)
 from ._stage_choice import (PREFERRED, PREFER_Z, choose_candidate as _choose_candidate,  # noqa: F401
                             clearly_better as _clearly_better, holdout_error as _holdout_error,
@@ -170,7 +170,6 @@ class _Run:
         self.t_offset = 0.0
         self.margin = 0.03 * budget.seconds + 0.05
         self.rows = None  # a RowPlan when the run tunes on samples of the rows (nyhopt.optim._rows)
-        self.held = 0.0  # seconds kept back from the stages for the final fit on more rows
 
     # -- the rows (a run on samples of the rows: nyhopt.optim._rows) -------------------------------
     def rows_for(self, m):
@@ -223,7 +222,7 @@ class _Run:
         return 1.25 * f
 
     def usable(self):
-        return self.budget.left() - self.margin - self.held
+        return self.budget.left() - self.margin
 
     # -- one stage ----------------------------------------------------------------------------
     def stage(self, name, obj, wrt, mask, profile, params, state, allot, polish=False):
@@ -426,7 +425,6 @@ def _final_on_rows(run, k):
     """
     loop, obj, model, _, _ = run.results[k]
     st, s = run.stages[k], run.start
-    run.held = 0.0
     fit = run.fit_cost.predict(st.centers, default=0.0) * st.rows / run.n_ref
     rows = final_rows(run.rows, fit, st.rows, run.usable())
     params = rescale_penalty(loop.best_params, st.rows, rows)
@@ -470,7 +468,7 @@ def tune_budgeted(a, parts):
             full = check_full_data(X, y, dtype)
             plan = RowPlan(n, n_val, rng)
             validation = plan.gather(*full, plan.held_out(), a["client"])
-            X, y = plan.gather(*full, plan.sample(SAMPLE_ROWS), a["client"])
+            X, y = plan.gather(*full, plan.sample(START_ROWS), a["client"])
             n = X.shape[0]
     elif on_cluster(X, y):
         raise ValueError(f"time_budget on dask arrays needs at least {HOLDOUT_MIN_N} rows (it holds some out)")
@@ -496,7 +494,6 @@ def tune_budgeted(a, parts):
             raise ValueError("tune on dask arrays does regression only: pass task='regression' "
                              "(classification on dask arrays is not built yet)")
         run.rows, run.full, run.client, run.n_ref = plan, full, a["client"], run.n_tr
-        run.held = FINAL_SHARE * budget.seconds
     run.max_size = run.max_size_for(names[0])
 
     # stage 0: every candidate objective from the same start
@@ -568,8 +565,6 @@ def tune_budgeted(a, parts):
             continue
         est = run.epoch_here(m)
         go_on = reason == "time" and (not internal or run.rows is not None and run.stages[k].rows == run.n_tr)
-        if go_on and run.rows is not None:  # keep back only what the final fit on all the rows is projected to take
-            run.held = min(run.held, 1.25 * run.fit_seconds(m) * run.rows.n_train / run.n_tr)
         if go_on and run.usable() - run.reserve(m) >= 3.0 * est:  # go on with it
             loop, reason, err = run.stage(name, obj, wrt, mask, profile, loop.last_params, loop.state,
                                           run.usable() - run.reserve(m))
