@@ -276,7 +276,10 @@ _PARAMS_DOC = """
         One lengthscale per feature.
     random_state : None, int or Generator, default 0
         Seed of the initial centers, splits and probes (0, as :func:`nyhopt.tune`
-        and the command line: the same data give the same model).
+        and the command line: the same data give the same model).  With
+        ``time_budget`` the stages follow measured times too (the same seed
+        can give other sizes on another machine or load); ``nyhopt.tune(...,
+        replay=result)`` replays a budgeted run exactly (``docs/tuning.md``).
     standardize : bool, default True
         Standardize the columns of ``X`` (training mean and standard
         deviation) before tuning and predicting, as the paper,

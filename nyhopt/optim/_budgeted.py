@@ -245,7 +245,7 @@ class _Run:
             if user is not None and user(offset + epoch, record._replace(epoch=offset + epoch)):
                 return True
             est = max(times[-3:]) if times else self.epoch_here(m)
-            if now + est + self.reserve(m, polish) > b.seconds - self.margin or now - t0 + est > allot:
+            if self.out_of_time(epoch, now, est, now - t0, allot, m, polish):
                 why[0] = "time"
                 return True
             return False
@@ -296,6 +296,42 @@ class _Run:
         return p.final_model(s.task, s.template, params, X, y, s.dtype, solver, client,
                              fit_intercept=getattr(obj, "mean", "zero") == "constant",
                              amplitude=params.amplitude if obj.uses_amplitude else None)
+
+    # -- the decisions that read the clock (a replay takes them from a record: nyhopt.optim._replay) ---
+    def out_of_time(self, epoch, now, est, spent, allot, m, polish):
+        """Whether a stage at ``m`` centers stops before its next epoch of ``est`` seconds (``spent`` so far)."""
+        return now + est + self.reserve(m, polish) > self.budget.seconds - self.margin or spent + est > allot
+
+    def fits(self, m):
+        """Whether a stage at ``m`` centers of :data:`MIN_EPOCHS` epochs fits in the time left (a given schedule)."""
+        return self.usable() >= self.stage_cost(m, MIN_EPOCHS)
+
+    def more_rows(self, m):
+        """Rows for a stage at ``m`` centers on :data:`~nyhopt.optim._rows.ROW_FACTOR` times the rows, or 0.
+
+        0 when all the training rows are in use or the time left does not buy
+        :data:`MIN_EPOCHS` epochs of it (an epoch and a fit are :math:`O(n)`).
+        """
+        rows = min(self.rows.n_train, ROW_FACTOR * self.n_tr)
+        if rows <= self.n_tr:
+            return 0
+        grown = rows / self.n_tr
+        return rows if self.usable() >= grown * (MIN_EPOCHS * self.epoch_here(m) + self.reserve(m)) else 0
+
+    def goes_on(self, m):
+        """Whether the best stage, cut short by time at ``m`` centers, goes on (three epochs fit)."""
+        return self.usable() - self.reserve(m) >= 3.0 * self.epoch_here(m)
+
+    def polish_room(self, m):
+        """Seconds for the last stage on all the rows at ``m`` centers, or None when its epochs do not fit."""
+        est = self.epoch_cost.predict(m, default=0.0) * self.n_all / self.n_tr
+        room = self.usable() - self.reserve(m, polish=True)
+        return None if room < POLISH_EPOCHS * est or room <= 0 else room
+
+    def final_rows(self, stage):
+        """Training rows of the final fit after ``stage`` (a run on row samples): what the time left buys."""
+        fit = self.fit_cost.predict(stage.centers, default=0.0) * stage.rows / self.n_ref
+        return final_rows(self.rows, fit, stage.rows, self.usable())
 
     # -- the schedule -------------------------------------------------------------------------
     def allot(self, m, can_grow, intermediate=False):
@@ -381,10 +417,8 @@ def _polish(run, k, X_all, y_all, freeze):
     """
     loop, obj, _, _, _ = run.results[k]
     m, name = run.stages[k].centers, run.stages[k].objective
-    scale = run.n_all / run.n_tr
-    est = run.epoch_cost.predict(m, default=0.0) * scale
-    room = run.usable() - run.reserve(m, polish=True)
-    if room < POLISH_EPOCHS * est or room <= 0:
+    room = run.polish_room(m)
+    if room is None:
         return None
     s = run.start
     xp = get_namespace(X_all)
@@ -404,29 +438,15 @@ def _grow_rows(run, params, rows, name, tuned_on=None):
     return rescale_penalty(params, n_old, run.n_tr), run.objective(name)
 
 
-def _more_rows(run, m):
-    """Rows for a stage at ``m`` centers on :data:`~nyhopt.optim._rows.ROW_FACTOR` times the rows, or 0.
-
-    0 when all the training rows are in use or the time left does not buy
-    :data:`MIN_EPOCHS` epochs of it (an epoch and a fit are :math:`O(n)`).
-    """
-    rows = min(run.rows.n_train, ROW_FACTOR * run.n_tr)
-    if rows <= run.n_tr:
-        return 0
-    grown = rows / run.n_tr
-    return rows if run.usable() >= grown * (MIN_EPOCHS * run.epoch_here(m) + run.reserve(m)) else 0
-
-
 def _final_on_rows(run, k):
-    """``(model, params)`` of a run on row samples: stage ``k`` refitted on as many training rows as the time buys.
+    """``(model, params, rows)`` of a run on row samples: stage ``k`` refitted on as many training rows as the time buys.
 
     The rows are a prefix of the run's permutation (:func:`nyhopt.optim._rows.final_rows`), never the
     held-out ones, which then calibrate the final model's intervals (rows it has not seen).
     """
     loop, obj, model, _, _ = run.results[k]
     st, s = run.stages[k], run.start
-    fit = run.fit_cost.predict(st.centers, default=0.0) * st.rows / run.n_ref
-    rows = final_rows(run.rows, fit, st.rows, run.usable())
+    rows = run.final_rows(st)
     params = rescale_penalty(loop.best_params, st.rows, rows)
     if rows > st.rows or model is None:
         X, y = run.rows.select(*run.full, run.rows.sample(rows))
@@ -435,11 +455,15 @@ def _final_on_rows(run, k):
         factor = _variance_factor(model, s.X_val, s.y_val)
         if factor is not None:
             scale_variance(model, factor)
-    return model, params
+    return model, params, rows
 
 
-def tune_budgeted(a, parts):
-    """:func:`nyhopt.tune` with ``time_budget``: ``a`` holds its arguments by name, ``parts`` its stages."""
+def tune_budgeted(a, parts, run_class=None):
+    """:func:`nyhopt.tune` with ``time_budget``: ``a`` holds its arguments by name, ``parts`` its stages.
+
+    ``run_class``: a subclass of :class:`_Run` that takes the decisions that
+    read the clock from elsewhere (:mod:`nyhopt.optim._replay`).
+    """
     budget = Budget(check_time_budget(a["time_budget"]))
     X, y = a["X"], a["y"]
     if a["checkpoint"] is not None:
@@ -478,7 +502,7 @@ def tune_budgeted(a, parts):
                          f"(a budgeted run holds out rows from {HOLDOUT_MIN_N}): give validation=")
     if isinstance(start_centers, numbers.Integral) and start_centers > n:
         start_centers = n
-    run = _Run(a, parts, budget)
+    run = (run_class or _Run)(a, parts, budget)
     run.start = start = parts.start(
         X, y, objective=names[0], centers=start_centers, penalty=a["penalty"], lengthscale=a["lengthscale"],
         kernel=a["kernel"], ard=a["ard"], rng=rng, validation=validation, task=a["task"], dtype=dtype,
@@ -516,7 +540,7 @@ def tune_budgeted(a, parts):
         m = int(source.best_params.n_centers)
         if sizes is not None:
             m_next, intermediate = (sizes[step] if step < len(sizes) else m), False
-            fits = run.usable() >= run.stage_cost(m_next, MIN_EPOCHS)
+            fits = run.fits(m_next)
         else:
             m_next, intermediate = run.plan(m)
             fits = True
@@ -551,7 +575,7 @@ def tune_budgeted(a, parts):
         k = best_i if best_i is not None and not math.isnan(best_err) else len(run.stages) - 1
         loop, obj, _, _, (wrt, mask, profile) = run.results[k]
         name, reason, m = run.stages[k].objective, run.stages[k].stop_reason, run.stages[k].centers
-        more = _more_rows(run, m) if run.rows is not None and rows_pay and not math.isnan(best_err) else 0
+        more = run.more_rows(m) if run.rows is not None and rows_pay and not math.isnan(best_err) else 0
         if more:  # the centers stopped growing: grow the rows alone, from the best stage
             params, obj = _grow_rows(run, loop.best_params, more, name, tuned_on=run.stages[k].rows)
             obj, wrt, mask, profile = parts.objective_stage(obj, freeze, start.tracker)
@@ -563,9 +587,8 @@ def tune_budgeted(a, parts):
             if not math.isnan(err) and err < best_err:
                 best_i, best_err = len(run.stages) - 1, err
             continue
-        est = run.epoch_here(m)
         go_on = reason == "time" and (not internal or run.rows is not None and run.stages[k].rows == run.n_tr)
-        if go_on and run.usable() - run.reserve(m) >= 3.0 * est:  # go on with it
+        if go_on and run.goes_on(m):  # go on with it
             loop, reason, err = run.stage(name, obj, wrt, mask, profile, loop.last_params, loop.state,
                                           run.usable() - run.reserve(m))
             source = loop
@@ -583,11 +606,12 @@ def tune_budgeted(a, parts):
         best_i = _with_fallback(run, _largest_within_noise(run, best_i, pool), fallbacks)
     loop, obj, model, offset, _ = run.results[best_i]
     if run.rows is not None:
-        model, params = _final_on_rows(run, best_i)
+        model, params, rows = _final_on_rows(run, best_i)
         if feature_names is not None:
             model.feature_names_in_ = feature_names
         return parts.result(model, params, History(run.records), obj, offset + loop.best_epoch,
-                            run.stages[-1].stop_reason, start.task, budget.now(), stages=tuple(run.stages))
+                            run.stages[-1].stop_reason, start.task, budget.now(), stages=tuple(run.stages),
+                            final_rows=rows)
     if internal:
         X_all, y_all = _concat(start.X, start.X_val), _concat(start.y, start.y_val)
         polished = _polish(run, best_i, X_all, y_all, freeze)

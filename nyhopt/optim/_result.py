@@ -54,8 +54,13 @@ class TuneResult(NamedTuple):
     stages : tuple of Stage
         With ``time_budget``: one record per stage of the run, in order
         (centers, objective, first record in ``history``, epochs, seconds,
-        best objective value, held-out error, stop reason;
+        best objective value, held-out error, stop reason, training rows;
         :class:`nyhopt.optim._budget.Stage`); ``()`` otherwise.
+        ``tune(X, y, replay=result)`` runs them again, bit for bit
+        (``docs/tuning.md``, "Replaying a budgeted run").
+    final_rows : int
+        With ``time_budget`` on row samples (``docs/tuning.md``, "Large
+        data"): the training rows of the final fit; 0 otherwise.
 
     Examples
     --------
@@ -81,6 +86,7 @@ class TuneResult(NamedTuple):
     candidates: tuple = ()
     validation_scores: object = None
     stages: tuple = ()
+    final_rows: int = 0
 
     def __repr__(self):
         """A short summary: the centers and long lengthscale vectors by their shape only."""

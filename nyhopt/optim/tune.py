@@ -75,7 +75,7 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
          freeze=(), patience=10, min_delta=0.0, callback=None, task="auto", dtype=None,
          objective_options=None, solver="auto", record_terms=True, track_errors=None,
          b1=0.9, b2=0.999, eps=1e-8, client=None, checkpoint=None, feature_names=None,
-         rel_delta=DEFAULT_REL_DELTA, time_budget=None, standardize=True) -> TuneResult:
+         rel_delta=DEFAULT_REL_DELTA, time_budget=None, standardize=True, replay=None) -> TuneResult:
     r"""Tune penalty, lengthscales and centers of N-KRR by Adam on an objective.
 
     Parameters
@@ -127,6 +127,9 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
     random_state : None, int or numpy.random.Generator, default 0
         Seeds the initial centers, the median-heuristic subsample, the
         validation split and the objective's own draws (splits, probes).
+        With ``time_budget`` the stages also follow measured times, so the
+        same seed can give other sizes on another machine or load;
+        ``replay=result`` runs a budgeted result's stages again exactly.
     validation : None, float, int or tuple (X_val, y_val), optional
         Data on which to track the error at every epoch; a float in (0, 1)
         holds out that fraction of ``(X, y)`` at random (the model is then
@@ -242,6 +245,14 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
         in the units of ``X``, a lengthscale :math:`\tilde\ell_j` is
         :math:`\sigma_j\tilde\ell_j` (``docs/tuning.md``, "Inputs").  False:
         ``X`` is used as given.
+    replay : TuneResult, optional
+        The result of an earlier ``time_budget`` run of the same call: its
+        stages are run again for their recorded epochs (sizes, objectives,
+        rows and the final fit's rows from the record, everything else as
+        computed), giving the same hyperparameters and model bit for bit,
+        whatever the machine's speed.  Not with ``time_budget``; raises when
+        the stages come out otherwise.  See ``docs/tuning.md``, "Replaying a
+        budgeted run".
 
     Returns
     -------
@@ -292,6 +303,10 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
     X, validation, feature_names, scaling = standardize_inputs(standardize, X, validation, centers, feature_names,
                                                                 dtype, client)
     standardize = False  # done: the runs below (candidates, stages) take X as it now is
+    if replay is not None:  # a budgeted run again, its clock's decisions from the record
+        from ._replay import replay_budgeted
+
+        return with_input_scaling(replay_budgeted(dict(locals()), _STAGES, replay), scaling)
     if isinstance(objective, str) and objective == "auto" and time_budget is None:
         objective = "prop"
     if time_budget is not None:
