@@ -14,13 +14,9 @@ from nyhopt.backend import gpu_available
 from nyhopt.cli import main
 from nyhopt.io import load_model
 
+from _tables import write_csv as _write_csv
 
-def _write_csv(path, header, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-    return str(path)
+
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,6 @@
 """``nyhopt score``: the scores of a saved model on a table with targets, against NumPy computations."""
 from __future__ import annotations
 
-import csv
 import json
 
 import numpy as np
@@ -12,13 +11,9 @@ import nyhopt as nh
 from nyhopt.cli import main
 from nyhopt.io import load_model
 
+from _tables import write_csv as _write_csv
 
-def _write_csv(path, header, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-    return str(path)
+
 
 
 def _tune(tmp, train, target, *extra):
