@@ -146,3 +146,16 @@ def test_dask_inputs_that_cannot_be_sampled_get_clear_errors(dask_client):
                 task="regression")
     with pytest.raises(ValueError, match="validation"):
         nh.tune(Xd, yd, time_budget=5.0, progress=False, standardize=False, validation=0.2, task="regression")
+
+
+@pytest.mark.gpu
+def test_row_samples_on_the_gpu_take_the_same_schedule(small_sample, monkeypatch):
+    cp = pytest.importorskip("cupy")
+    X, y = _problem(1200)
+    kw = dict(time_budget=12.0, progress=False, standardize=False, objective="prop", epochs=40, random_state=1)
+    res = nh.tune(cp.asarray(X), cp.asarray(y), **kw)
+    assert res.stages[0].rows == 300 and res.final_rows >= res.stages[-1].rows
+    assert isinstance(res.model.centers_, cp.ndarray) and isinstance(res.model.predict(cp.asarray(X[:5])), cp.ndarray)
+    monkeypatch.setattr(_budget, "CLOCK", TickClock())
+    host = nh.tune(X, y, **kw)
+    assert [(s.centers, s.rows) for s in res.stages][:2] == [(s.centers, s.rows) for s in host.stages][:2]
