@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 import nyhopt as nh
-from nyhopt.optim import _budget
+from nyhopt.optim.budget import _clock as _budget
 from nyhopt.optim._progress import make_progress
 
 STATUS = "stage 2: 2356 centers, 9000 rows, held-out RMSE 0.31, 152s left"

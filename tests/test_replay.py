@@ -1,11 +1,11 @@
-"""``tune(X, y, replay=result)``: a budgeted run again, bit for bit, whatever the clock (nyhopt/optim/_replay.py)."""
+"""``tune(X, y, replay=result)``: a budgeted run again, bit for bit, whatever the clock (nyhopt/optim/budget/_replay.py)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import nyhopt as nh
-from nyhopt.optim import _budgeted, _rows
+from nyhopt.optim.budget import _rows, _schedule as _budgeted
 
 
 def _problem(n=900, d=3, seed=0):

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import nyhopt as nh
-from nyhopt.optim import _budget, _budgeted, _stage_choice, adam
-from nyhopt.optim._budget import Budget, SizeCost, check_time_budget
-from nyhopt.optim._grow import add_centers, grow_state, next_size
+from nyhopt.optim import adam
+from nyhopt.optim.budget import _choice as _stage_choice, _clock as _budget, _schedule as _budgeted
+from nyhopt.optim.budget import Budget, SizeCost, check_time_budget
+from nyhopt.optim.budget._grow import add_centers, grow_state, next_size
 from nyhopt.params import Params
 
 

@@ -1,4 +1,4 @@
-"""A budgeted run on large data: nested row samples grown with the centers (nyhopt/optim/_rows.py).
+"""A budgeted run on large data: nested row samples grown with the centers (nyhopt/optim/budget/_rows.py).
 
 The threshold (40 000 training rows) is lowered here so that small problems
 take the same path; the clock is simulated where a schedule is compared.
@@ -12,8 +12,8 @@ import pytest
 
 import nyhopt as nh
 from nyhopt import Params
-from nyhopt.optim import _budget, _budgeted, _rows
-from nyhopt.optim._rows import RowPlan, final_rows, rescale_penalty
+from nyhopt.optim.budget import _clock as _budget, _rows, _schedule as _budgeted
+from nyhopt.optim.budget._rows import RowPlan, final_rows, rescale_penalty
 
 
 class TickClock:

@@ -55,7 +55,7 @@ class TuneResult(NamedTuple):
         With ``time_budget``: one record per stage of the run, in order
         (centers, objective, first record in ``history``, epochs, seconds,
         best objective value, held-out error, stop reason, training rows;
-        :class:`nyhopt.optim._budget.Stage`); ``()`` otherwise.
+        :class:`nyhopt.optim.budget.Stage`); ``()`` otherwise.
         ``tune(X, y, replay=result)`` runs them again, bit for bit
         (``docs/tuning.md``, "Replaying a budgeted run").
     final_rows : int

@@ -304,13 +304,13 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
                                                                 dtype, client)
     standardize = False  # done: the runs below (candidates, stages) take X as it now is
     if replay is not None:  # a budgeted run again, its clock's decisions from the record
-        from ._replay import replay_budgeted
+        from .budget._replay import replay_budgeted
 
         return with_input_scaling(replay_budgeted(dict(locals()), _STAGES, replay), scaling)
     if isinstance(objective, str) and objective == "auto" and time_budget is None:
         objective = "prop"
     if time_budget is not None:
-        from ._budgeted import tune_budgeted
+        from .budget._schedule import tune_budgeted
 
         return with_input_scaling(tune_budgeted(dict(locals()), _STAGES), scaling)
     if isinstance(centers, str) and centers == "auto":
@@ -586,7 +586,7 @@ def _loop(obj, params, wrt, mask, profile, tracker, has_val, *, epochs, lr, b1, 
 
 
 class _Stages(NamedTuple):
-    """The stages of :func:`tune`, handed to the budgeted run (``nyhopt.optim._budgeted``), which cannot import them."""
+    """The stages of :func:`tune`, handed to the budgeted run (``nyhopt.optim.budget._schedule``), which cannot import them."""
 
     start: object
     objective_stage: object

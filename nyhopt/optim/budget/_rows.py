@@ -36,11 +36,11 @@ import math
 
 import numpy as np
 
-from ..backend import as_native, get_namespace
-from ..inputs._door import trust
-from ..inputs._frame_errors import frame_errors
-from ..inputs._validation import check_labels, check_matrix
-from ..placement import on_cluster
+from ...backend import as_native, get_namespace
+from ...inputs._door import trust
+from ...inputs._frame_errors import frame_errors
+from ...inputs._validation import check_labels, check_matrix
+from ...placement import on_cluster
 
 __all__ = ["SAMPLE_FROM", "START_ROWS", "ROWS_PER_CENTER", "ROW_FACTOR", "RowPlan", "needs_rows",
            "rescale_penalty", "check_full_data", "final_rows"]

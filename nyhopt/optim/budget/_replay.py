@@ -1,6 +1,6 @@
 r"""Replaying a budgeted run: ``tune(X, y, replay=result)``.
 
-A budgeted run (:mod:`nyhopt.optim._budgeted`) takes a few decisions from the
+A budgeted run (:mod:`nyhopt.optim.budget._schedule`) takes a few decisions from the
 clock: when a stage stops, the size of the next one, whether a growth of the
 rows or a last stage fits, whether ``stoch-prop`` takes over, how many rows
 the final fit gets.  Everything else (every draw, every step, the choice of
@@ -17,9 +17,9 @@ from __future__ import annotations
 import functools
 import math
 
-from ._budget import Stage
-from ._budgeted import _Run, tune_budgeted
-from ._setup import build_objective
+from ._clock import Stage
+from ._schedule import _Run, tune_budgeted
+from .._setup import build_objective
 
 __all__ = ["Replay", "replay_budgeted", "check_replay"]
 

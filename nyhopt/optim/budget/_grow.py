@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import get_namespace, to_numpy
-from ..params import Params
-from .adam import AdamState
+from ...backend import get_namespace, to_numpy
+from ...params import Params
+from ..adam import AdamState
 
 __all__ = ["next_size", "add_centers", "grow_state"]
 

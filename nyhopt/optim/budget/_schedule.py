@@ -1,6 +1,6 @@
 r"""A tuning run that spends a time budget: ``tune(X, y, time_budget=T)``.
 
-The run is a sequence of stages (:class:`~nyhopt.optim._budget.Stage`), each
+The run is a sequence of stages (:class:`~nyhopt.optim.budget.Stage`), each
 the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
 
 1. **Hold out rows** to choose among the stages: ``min(10%, 5000)`` of the
@@ -14,7 +14,7 @@ the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
    :data:`PREFERRED`, the others kept as fallbacks: :func:`_choose_candidate`;
    it grows from a fallback's best point when that one is clearly better:
    :func:`_with_fallback`).
-3. **Grow** (:mod:`nyhopt.optim._grow`, :meth:`_Run.plan`): keep the tuned
+3. **Grow** (:mod:`nyhopt.optim.budget._grow`, :meth:`_Run.plan`): keep the tuned
    :math:`\lambda, \ell`, amplitude, centers and Adam's state, add new
    centers by k-means++ seeding in the tuned metric, and run the next
    stage.  The size doubles while the time left would buy a last stage of
@@ -25,7 +25,7 @@ the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
    grown stages in a row did not lower the best held-out error by
    :data:`MIN_GAIN` (more centers are not always better, and a held-out
    error of a few hundred rows is noisy), when no larger stage's projected
-   cost (:class:`~nyhopt.optim._budget.SizeCost`: at least
+   cost (:class:`~nyhopt.optim.budget.SizeCost`: at least
    :data:`MIN_EPOCHS` epochs, its validation fit and the final fit) fits in
    the time left, or at the largest size (all rows; for the exact
    objectives :math:`nm \le` :data:`MAX_NM`).
@@ -59,24 +59,24 @@ import statistics
 
 import numpy as np
 
-from ..models._estimator_params import check_feature_names_arg
-from ..backend import get_namespace
-from ..placement import on_cluster
-from ..posterior._predictive import scale_variance
-from ._budget import Budget, SizeCost, Stage, check_time_budget
+from ...models._estimator_params import check_feature_names_arg
+from ...backend import get_namespace
+from ...placement import on_cluster
+from ...posterior._predictive import scale_variance
+from ._clock import Budget, SizeCost, Stage, check_time_budget
 from ._grow import add_centers, grow_state, next_size
-from ._history import History
-from ._init import as_generator
-from ._setup import build_objective
+from .._history import History
+from .._init import as_generator
+from .._setup import build_objective
 from ._rows import (ROW_FACTOR, START_ROWS, RowPlan, check_full_data, final_rows,
                     needs_rows, rescale_penalty)
-from ._stage_choice import (PREFERRED, PREFER_Z, choose_candidate as _choose_candidate,  # noqa: F401
+from ._choice import (PREFERRED, PREFER_Z, choose_candidate as _choose_candidate,  # noqa: F401
                             clearly_better as _clearly_better, holdout_error as _holdout_error,
                             holdout_losses as _holdout_losses, largest_within_noise as _largest_within_noise,
                             variance_factor as _variance_factor, with_fallback as _with_fallback)
-from ._tracking import choose_solver, predictive_scores
-from ._targets import encode_targets
-from ._tune_args import check_arguments, check_switches
+from .._tracking import choose_solver, predictive_scores
+from .._targets import encode_targets
+from .._tune_args import check_arguments, check_switches
 
 __all__ = ["tune_budgeted", "AUTO_OBJECTIVES", "MIN_EPOCHS", "MAX_NM", "SWITCH_SECONDS"]
 
@@ -96,8 +96,8 @@ SHARE = 0.5
 HOLDOUT_FRACTION, HOLDOUT_MAX, HOLDOUT_MIN_N = 0.1, 5000, 200
 #: A grown stage must lower the best held-out error by this fraction for growing to go on.
 MIN_GAIN = 0.002
-#: Where new centers come from (:func:`nyhopt.optim._grow.add_centers`) and how Adam's state carries
-#: over ("mean", "zero": :func:`nyhopt.optim._grow.grow_state`; "reset": a new state).
+#: Where new centers come from (:func:`nyhopt.optim.budget._grow.add_centers`) and how Adam's state carries
+#: over ("mean", "zero": :func:`nyhopt.optim.budget._grow.grow_state`; "reset": a new state).
 GROW_FROM, ADAM_CARRY = "kmeans++", "zero"
 #: Epochs the last stage on all the rows must be able to run for it to be started.
 POLISH_EPOCHS = 5
@@ -169,15 +169,15 @@ class _Run:
         self.records, self.stages, self.results, self.losses = [], [], [], []
         self.t_offset = 0.0
         self.margin = 0.03 * budget.seconds + 0.05
-        self.rows = None  # a RowPlan when the run tunes on samples of the rows (nyhopt.optim._rows)
+        self.rows = None  # a RowPlan when the run tunes on samples of the rows (nyhopt.optim.budget._rows)
 
-    # -- the rows (a run on samples of the rows: nyhopt.optim._rows) -------------------------------
+    # -- the rows (a run on samples of the rows: nyhopt.optim.budget._rows) -------------------------------
     def rows_for(self, m):
         """Rows a stage at ``m`` centers tunes on (the current ones, unless the run samples rows)."""
         return self.n_tr if self.rows is None else self.rows.rows_for(m, self.n_tr)
 
     def use_rows(self, k):
-        """Tune on the first ``k`` training rows of the run's :class:`~nyhopt.optim._rows.RowPlan` from now on."""
+        """Tune on the first ``k`` training rows of the run's :class:`~nyhopt.optim.budget._rows.RowPlan` from now on."""
         s = self.start
         X, y = self.rows.gather(self.full[0], self.full[1], self.rows.sample(k), self.client)
         xp = get_namespace(X)
@@ -297,7 +297,7 @@ class _Run:
                              fit_intercept=getattr(obj, "mean", "zero") == "constant",
                              amplitude=params.amplitude if obj.uses_amplitude else None)
 
-    # -- the decisions that read the clock (a replay takes them from a record: nyhopt.optim._replay) ---
+    # -- the decisions that read the clock (a replay takes them from a record: nyhopt.optim.budget._replay) ---
     def out_of_time(self, epoch, now, est, spent, allot, m, polish):
         """Whether a stage at ``m`` centers stops before its next epoch of ``est`` seconds (``spent`` so far)."""
         return now + est + self.reserve(m, polish) > self.budget.seconds - self.margin or spent + est > allot
@@ -307,7 +307,7 @@ class _Run:
         return self.usable() >= self.stage_cost(m, MIN_EPOCHS)
 
     def more_rows(self, m):
-        """Rows for a stage at ``m`` centers on :data:`~nyhopt.optim._rows.ROW_FACTOR` times the rows, or 0.
+        """Rows for a stage at ``m`` centers on :data:`~nyhopt.optim.budget._rows.ROW_FACTOR` times the rows, or 0.
 
         0 when all the training rows are in use or the time left does not buy
         :data:`MIN_EPOCHS` epochs of it (an epoch and a fit are :math:`O(n)`).
@@ -432,7 +432,7 @@ def _polish(run, k, X_all, y_all, freeze):
 
 
 def _grow_rows(run, params, rows, name, tuned_on=None):
-    """``(params, objective)`` on the first ``rows`` training rows; the penalty keeps n lambda (nyhopt.optim._rows)."""
+    """``(params, objective)`` on the first ``rows`` training rows; the penalty keeps n lambda (nyhopt.optim.budget._rows)."""
     n_old = run.n_tr if tuned_on is None else tuned_on
     run.use_rows(rows)
     return rescale_penalty(params, n_old, run.n_tr), run.objective(name)
@@ -441,7 +441,7 @@ def _grow_rows(run, params, rows, name, tuned_on=None):
 def _final_on_rows(run, k):
     """``(model, params, rows)`` of a run on row samples: stage ``k`` refitted on as many training rows as the time buys.
 
-    The rows are a prefix of the run's permutation (:func:`nyhopt.optim._rows.final_rows`), never the
+    The rows are a prefix of the run's permutation (:func:`nyhopt.optim.budget._rows.final_rows`), never the
     held-out ones, which then calibrate the final model's intervals (rows it has not seen).
     """
     loop, obj, model, _, _ = run.results[k]
@@ -462,7 +462,7 @@ def tune_budgeted(a, parts, run_class=None):
     """:func:`nyhopt.tune` with ``time_budget``: ``a`` holds its arguments by name, ``parts`` its stages.
 
     ``run_class``: a subclass of :class:`_Run` that takes the decisions that
-    read the clock from elsewhere (:mod:`nyhopt.optim._replay`).
+    read the clock from elsewhere (:mod:`nyhopt.optim.budget._replay`).
     """
     budget = Budget(check_time_budget(a["time_budget"]))
     X, y = a["X"], a["y"]
@@ -488,7 +488,7 @@ def tune_budgeted(a, parts, run_class=None):
         validation = min(HOLDOUT_FRACTION, HOLDOUT_MAX / n)
         track = bool(track)
         n_val = int(round(validation * n))
-        if needs_rows(X, n - n_val):  # tune on samples of the rows (nyhopt.optim._rows)
+        if needs_rows(X, n - n_val):  # tune on samples of the rows (nyhopt.optim.budget._rows)
             full = check_full_data(X, y, dtype)
             plan = RowPlan(n, n_val, rng)
             validation = plan.gather(*full, plan.held_out(), a["client"])

@@ -1,6 +1,6 @@
 r"""How a budgeted run chooses among its stages: held-out losses, paired z-scores, the size within the noise.
 
-Every stage of a budgeted run (:mod:`nyhopt.optim._budgeted`) is fitted on
+Every stage of a budgeted run (:mod:`nyhopt.optim.budget._schedule`) is fitted on
 its training rows at its best hyperparameters and scored on the run's
 held-out rows; the choices here read those per-row losses
 (``docs/tuning.md``, "A time budget").
@@ -12,7 +12,7 @@ import statistics
 
 import numpy as np
 
-from ..backend import to_numpy
+from ...backend import to_numpy
 
 __all__ = ["PREFERRED", "PREFER_Z", "holdout_losses", "holdout_error", "clearly_better", "variance_factor",
            "choose_candidate", "with_fallback", "largest_within_noise"]
