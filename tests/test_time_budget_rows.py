@@ -159,3 +159,10 @@ def test_row_samples_on_the_gpu_take_the_same_schedule(small_sample, monkeypatch
     monkeypatch.setattr(_budget, "CLOCK", TickClock())
     host = nh.tune(X, y, **kw)
     assert [(s.centers, s.rows) for s in res.stages][:2] == [(s.centers, s.rows) for s in host.stages][:2]
+
+
+def test_a_budget_too_short_for_one_stage_still_returns_a_model(small_sample):
+    X, y = _problem()
+    res = nh.tune(X, y, time_budget=0.05, progress=False, standardize=False)  # a few clock reads
+    assert res.stages[0].rows == 300 and res.stages[0].epochs <= 1
+    assert np.all(np.isfinite(res.model.predict(X[:5])))
