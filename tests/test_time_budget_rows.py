@@ -52,7 +52,7 @@ def test_row_plan_samples_are_nested_and_never_hold_held_out_rows():
     assert set(small) <= set(large) and not set(large) & set(held)
     assert np.all(np.diff(large) > 0)  # sorted, distinct
     assert plan.sample(10**6).size == 900  # at most the training rows
-    assert plan.rows_for(10, 300) == 300 and plan.rows_for(100, 300) == _rows.ROWS_PER_CENTER * 100
+    assert plan.rows_for(10, 300) == 300 and plan.rows_for(50, 300) == _rows.ROWS_PER_CENTER * 50
     assert plan.rows_for(10**6, 300) == 900
 
 
