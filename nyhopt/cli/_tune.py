@@ -125,8 +125,8 @@ def cmd_tune(args) -> int:
         say(args, f"chosen: {est.objective_} (lowest validation {criterion}{over}); tuned again on all {n} rows")
     for st in getattr(est, "stages_", ()):
         held = "" if math.isnan(st.validation_error) else f", held-out {metric} {fmt_error(task, st.validation_error)}"
-        say(args, f"stage: {st.centers} centers, {st.objective}, {st.epochs} epochs in {st.seconds:.1f} s "
-                   f"({st.stop_reason}{held})")
+        say(args, f"stage: {st.centers} centers, {st.objective}, {st.rows} rows, {st.epochs} epochs in "
+                   f"{st.seconds:.1f} s ({st.stop_reason}{held})")
     ell = est.params_.lengthscale
     say(args, f"done in {elapsed:.1f} s: {len(hist) - 1} epochs ({est.stop_reason_}), best epoch {est.best_epoch_}, "
                f"objective {best.objective:.6g}")
