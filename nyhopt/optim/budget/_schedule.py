@@ -483,13 +483,13 @@ def tune_budgeted(a, parts, run_class=None):
     track = a["track_errors"]
     full = plan = None
     if on_cluster(X, y):
-        check_full_data(X, y, dtype)  # what can be known of dask arrays without computing them
+        full = check_full_data(X, y, dtype)  # what can be known of dask arrays without computing them
     if internal:
         validation = min(HOLDOUT_FRACTION, HOLDOUT_MAX / n)
         track = bool(track)
         n_val = int(round(validation * n))
         if needs_rows(X, n - n_val):  # tune on samples of the rows (nyhopt.optim.budget._rows)
-            full = check_full_data(X, y, dtype)
+            full = full or check_full_data(X, y, dtype)
             plan = RowPlan(n, n_val, rng)
             validation = plan.gather(*full, plan.held_out(), a["client"])
             X, y = plan.gather(*full, plan.sample(START_ROWS), a["client"])
