@@ -120,6 +120,11 @@ class NystromKRR(NystromBase):
         raw ``X`` and use :math:`(x - \mu)/\sigma` (``input_mean_``,
         ``input_scale_``), the coordinates of ``centers_`` and of the
         lengthscales.  None after ``fit``: ``X`` is used as given.
+    input_warp_ : FeatureWarp or None
+        The warp of skewed features that :func:`nyhopt.tune` chose under a
+        time budget, applied after the input scaling
+        (:mod:`nyhopt.models._warp`, ``docs/tuning.md``, "Feature
+        transform"); None otherwise.
     n_features_in_ : int
     feature_names_in_ : numpy.ndarray of str objects, shape (d,)
         Column names of a DataFrame ``X`` whose names are all strings (absent
@@ -199,7 +204,7 @@ class NystromKRR(NystromBase):
             A ``ValueError``: the system is not numerically positive definite
             (the message says what to change: distinct centers, a larger penalty).
         """
-        self.input_mean_ = self.input_scale_ = None  # inputs as given (nyhopt.tune sets a scaling after fit)
+        self.input_mean_ = self.input_scale_ = self.input_warp_ = None  # inputs as given (nyhopt.tune sets them)
         if on_cluster(X, y):  # solver "falkon" on the Dask client
             from .distributed.estimator import fit_dask
 
@@ -351,7 +356,7 @@ class NystromKRRClassifier(NystromBase):
     alpha_ : array, shape (m,) for two classes, (m, n_classes) otherwise
     intercept_ : float or numpy.ndarray of shape (n_classes,)
         The constant of the scores (0 unless ``fit_intercept``).
-    centers_, kernel_, input_mean_, input_scale_, n_features_in_, feature_names_in_, solve_, converged_
+    centers_, kernel_, input_mean_, input_scale_, input_warp_, n_features_in_, feature_names_in_, solve_, converged_
         As for :class:`NystromKRR` (``predict_proba`` and ``decision_function``
         apply the input scaling too).
     amplitude_, noise_variance_, variance_model_
@@ -387,7 +392,7 @@ class NystromKRRClassifier(NystromBase):
         -------
         self
         """
-        self.input_mean_ = self.input_scale_ = None  # inputs as given (nyhopt.tune sets a scaling after fit)
+        self.input_mean_ = self.input_scale_ = self.input_warp_ = None  # inputs as given (nyhopt.tune sets them)
         X, xp = _check_X(self, X, reset=True)
         y = _as_array(check_labels(y, "y"), "y", numeric=False)
         get_namespace(X, y)

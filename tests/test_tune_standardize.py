@@ -154,9 +154,9 @@ def test_initial_centers_are_in_standardized_coordinates(table):
     np.testing.assert_array_equal(res.params.centers, Xs[:10])
 
 
-def test_standardize_must_be_a_bool(table):
+def test_standardize_must_be_a_bool_or_scale(table):
     X, y, _, _ = table
-    with pytest.raises(TypeError, match="standardize must be True or False"):
+    with pytest.raises(TypeError, match="standardize must be True, False or \"scale\""):
         nh.tune(X, y, standardize="yes", **KW)
 
 

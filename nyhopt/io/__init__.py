@@ -46,6 +46,11 @@ Keys:
                     regression outputs are ``intercept + y_scale * f``, scores
                     ``intercept + f``); ``fit_intercept`` bool.  Optional: files
                     without them load with ``y_mean`` (``normalize_y``) or 0
+``x_warp_features`` (k,) int64: the features warped after the input scaling
+                    (:mod:`nyhopt.models._warp`), with ``x_warp_center``,
+                    ``x_warp_scale``, ``x_warp_mean``, ``x_warp_std`` (k,)
+                    float64.  Optional: only a model from ``nyhopt.tune``
+                    that chose the warp has them
 ``params``          JSON text: the estimator's constructor parameters
                     (``get_params(deep=False)``, :mod:`nyhopt.io._model_params`),
                     which the loaded estimator gets back.  Optional: files
@@ -337,6 +342,11 @@ def _model_state(model, std=True) -> dict:
         "intercept": _intercept_of(inner),
         "fit_intercept": np.array(bool(getattr(inner, "fit_intercept", False))),
     }
+    warp = getattr(inner, "input_warp_", None) if not hyper else None
+    if warp is not None:
+        state["x_warp_features"] = np.asarray(warp.features, dtype=np.int64)
+        for key in ("center", "scale", "mean", "std"):
+            state["x_warp_" + key] = np.asarray(getattr(warp, key), dtype=np.float64)
     names = getattr(model, "feature_names_in_", None)
     if names is not None:
         state["feature_names"] = np.asarray(names, dtype=str)
@@ -399,6 +409,7 @@ def _inner_from_state(state, classifier, params=None):
     model.converged_ = True
     scaled = state["standardize"] and not state["estimator"].startswith("Hyperopt")  # a tune model's scaling
     model.input_mean_, model.input_scale_ = (state["x_mean"], state["x_scale"]) if scaled else (None, None)
+    model.input_warp_ = state["warp"] if scaled else None
     vm, reason = None, None
     if "var_chol" in state:
         from ..posterior import VarianceModel, kmm_lower

@@ -196,7 +196,22 @@ def validate_state(state: dict, path: str) -> dict:
         out["target_name"] = f.text("target_name")
     if "params" in state:  # optional: the constructor parameters (JSON text, nyhopt.io._model_params)
         out["params"] = f.text("params")
+    out["warp"] = _warp(f, state, d) if "x_warp_features" in state else None  # optional: nyhopt.models._warp
     return out
+
+
+def _warp(f: _Fields, state, d: int):
+    """The checked fields of a feature warp (:class:`nyhopt.models._warp.FeatureWarp`)."""
+    from ..models._warp import FeatureWarp
+
+    J = f.get("x_warp_features")
+    if J.ndim != 1 or J.dtype.kind not in "iu" or J.size < 1:
+        f.fail("x_warp_features", f"must be a non-empty list of feature indices, got {_describe(J)}")
+    if not (np.all(np.diff(J) > 0) and J[0] >= 0 and J[-1] < d):
+        f.fail("x_warp_features", f"must be increasing feature indices in [0, {d}), got {J.tolist()}")
+    k = J.size
+    return FeatureWarp(J.astype(np.int64), f.floats("x_warp_center", (k,)), f.floats("x_warp_scale", (k,), True),
+                       f.floats("x_warp_mean", (k,)), f.floats("x_warp_std", (k,), True))
 
 
 def _variance_factor(f: _Fields, state, m: int) -> np.ndarray:

@@ -29,6 +29,7 @@ from ._estimator_params import EstimatorMixin
 from ._fitted import check_fitted as _check_fitted
 from ._intercept import profile_intercept, with_ones
 from ._scaling import apply_standardization, pow2_scale, standardize_lazily
+from ._warp import apply_warp, warp_lazily
 
 __all__ = ["NystromBase"]
 
@@ -169,12 +170,15 @@ class NystromBase(EstimatorMixin):
 
         A model that keeps an input scaling (``input_mean_``, ``input_scale_``,
         set by :func:`nyhopt.tune`) standardizes ``X`` with it:
-        :math:`(x - \\mu)/\\sigma`; one fitted by ``fit`` takes ``X`` as it is.
+        :math:`(x - \\mu)/\\sigma`, then warps the features of
+        ``input_warp_`` where it keeps one (:mod:`nyhopt.models._warp`); one
+        fitted by ``fit`` takes ``X`` as it is.
         """
         X, xp = _check_X(self, X, reset=False)
         mean = getattr(self, "input_mean_", None)
         if mean is not None:
-            X = apply_standardization(X, mean, self.input_scale_)
+            X = apply_warp(apply_standardization(X, mean, self.input_scale_), getattr(self, "input_warp_", None),
+                           inplace=True)
         return X, xp
 
     def _dask_inputs(self, X):
@@ -182,7 +186,7 @@ class NystromBase(EstimatorMixin):
         mean = getattr(self, "input_mean_", None)
         if mean is None or X.ndim != 2 or X.shape[1] != mean.shape[0]:  # a wrong width: refused by the caller
             return X
-        return standardize_lazily(X, mean, self.input_scale_)
+        return warp_lazily(standardize_lazily(X, mean, self.input_scale_), getattr(self, "input_warp_", None))
 
     def _decision(self, X):
         _check_fitted(self)

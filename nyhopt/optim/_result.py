@@ -61,6 +61,13 @@ class TuneResult(NamedTuple):
     final_rows : int
         With ``time_budget`` on row samples (``docs/tuning.md``, "Large
         data"): the training rows of the final fit; 0 otherwise.
+    transform : TransformChoice or None
+        With ``time_budget`` on a regression table with skewed columns: the
+        choice between standard scaling and the warp of the skewed features
+        (the columns, whether the warp was kept, both held-out errors, its
+        seconds; :mod:`nyhopt.optim.budget._features`, ``docs/tuning.md``,
+        "Feature transform").  The warp itself is ``model.input_warp_``.
+        None where no choice was made.
 
     Examples
     --------
@@ -87,6 +94,7 @@ class TuneResult(NamedTuple):
     validation_scores: object = None
     stages: tuple = ()
     final_rows: int = 0
+    transform: object = None
 
     def __repr__(self):
         """A short summary: the centers and long lengthscale vectors by their shape only."""

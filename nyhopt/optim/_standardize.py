@@ -49,8 +49,9 @@ def standardize_inputs(standardize, X, validation, centers, feature_names, dtype
 
     Parameters
     ----------
-    standardize : bool
-        False: everything is returned as given and ``scaling`` is None.
+    standardize : bool or "scale"
+        False: everything is returned as given and ``scaling`` is None;
+        True or ``"scale"``: standardized.
     X, validation, centers, feature_names, dtype, client
         The arguments of :func:`nyhopt.tune` (not modified).
 
@@ -69,13 +70,15 @@ def standardize_inputs(standardize, X, validation, centers, feature_names, dtype
     Raises
     ------
     TypeError
-        ``standardize`` is not a bool.
+        ``standardize`` is not a bool or ``"scale"``.
     ValueError
         ``X`` or ``validation X`` is not a finite numeric matrix (the
         message names it).
     """
+    if isinstance(standardize, str) and standardize == "scale":
+        standardize = True
     if not isinstance(standardize, (bool, np.bool_)):
-        raise TypeError(f"standardize must be True or False, got {standardize!r}")
+        raise TypeError(f"standardize must be True, False or \"scale\", got {standardize!r}")
     if not standardize:
         return X, validation, feature_names, None
     names = check_feature_names_arg(feature_names, X)

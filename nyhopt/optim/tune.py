@@ -231,7 +231,7 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
         stage.  ``stages`` in the result says what was run.  In-memory data
         only; not with ``checkpoint``.  See ``docs/tuning.md``, "A time
         budget".  None (the default): no budget, the run is exactly as before.
-    standardize : bool, default True
+    standardize : bool or "scale", default True
         Tune on :math:`\tilde x = (x - \mu)/\sigma`, the columns of ``X``
         standardized with their mean and standard deviation over all the
         rows given (before any validation split; a constant column is only
@@ -243,8 +243,12 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
         inputs.  ``result.params`` and ``history`` stay in standardized
         coordinates: a center :math:`\tilde z` is :math:`\mu + \sigma\tilde z`
         in the units of ``X``, a lengthscale :math:`\tilde\ell_j` is
-        :math:`\sigma_j\tilde\ell_j` (``docs/tuning.md``, "Inputs").  False:
-        ``X`` is used as given.
+        :math:`\sigma_j\tilde\ell_j` (``docs/tuning.md``, "Inputs").  With
+        ``time_budget`` on a regression table with skewed columns, True also
+        chooses on held-out rows whether to warp them (asinh, kept only when
+        clearly better: ``result.transform``, ``model.input_warp_``;
+        ``docs/tuning.md``, "Feature transform"); ``"scale"`` standardizes
+        without that choice.  False: ``X`` is used as given.
     replay : TuneResult, optional
         The result of an earlier ``time_budget`` run of the same call: its
         stages are run again for their recorded epochs (sizes, objectives,
@@ -302,17 +306,14 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
                              f"{_n_outputs(y)}")
     X, validation, feature_names, scaling = standardize_inputs(standardize, X, validation, centers, feature_names,
                                                                 dtype, client)
+    choose_warp = standardize is True or isinstance(standardize, np.bool_) and bool(standardize)
     standardize = False  # done: the runs below (candidates, stages) take X as it now is
-    if replay is not None:  # a budgeted run again, its clock's decisions from the record
-        from .budget._replay import replay_budgeted
+    if time_budget is not None or replay is not None:  # a budgeted run, or one again from its record
+        from .budget._features import budgeted_with_transform
 
-        return with_input_scaling(replay_budgeted(dict(locals()), _STAGES, replay), scaling)
-    if isinstance(objective, str) and objective == "auto" and time_budget is None:
+        return with_input_scaling(budgeted_with_transform(dict(locals()), _STAGES, scaling), scaling)
+    if isinstance(objective, str) and objective == "auto":
         objective = "prop"
-    if time_budget is not None:
-        from .budget._schedule import tune_budgeted
-
-        return with_input_scaling(tune_budgeted(dict(locals()), _STAGES), scaling)
     if isinstance(centers, str) and centers == "auto":
         centers = 100
     elif _is_schedule(centers):
@@ -322,7 +323,7 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
         if checkpoint is not None:
             raise ValueError("checkpoint is not available with a list of objectives (each candidate would "
                              "write the same file); tune the chosen objective with checkpoint=")
-        arguments = {k: v for k, v in locals().items() if k != "scaling"}  # every argument, by name
+        arguments = {k: v for k, v in locals().items() if k not in ("scaling", "choose_warp")}  # the arguments
         from ._select import tune_by_validation
 
         names = check_feature_names_arg(feature_names, X)

@@ -1,0 +1,142 @@
+"""The warp of skewed features (nyhopt/models/_warp.py) and its choice under a time budget (optim/budget/_features.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nyhopt as nh
+from nyhopt.io import load_model, save_model
+from nyhopt.errors import DataError
+from nyhopt.models._scaling import apply_standardization, standardization
+from nyhopt.models._warp import FeatureWarp, apply_warp, fit_warp, skewed_features, warp_lazily
+from nyhopt.optim.budget import _features
+
+
+def _skewed_table(n=1500, seed=0):
+    """Column 0 log-normal (the target depends on its log), 1 normal, 2 zero-inflated, 3 log-normal, unused."""
+    rng = np.random.default_rng(seed)
+    X = np.c_[rng.lognormal(0.0, 2.0, n), rng.normal(size=n), np.where(rng.random(n) < 0.8, 0.0, rng.lognormal(0, 1, n)),
+              rng.lognormal(0.0, 1.0, n)]
+    y = np.sin(1.5 * np.log(X[:, 0])) + 0.3 * X[:, 1] + 0.05 * rng.normal(size=n)
+    return X, y
+
+
+@pytest.fixture
+def quick_choice(monkeypatch):
+    """The choice at test sizes: any budget, small samples."""
+    monkeypatch.setattr(_features, "CHOICE_MIN_BUDGET", 0.0)
+    monkeypatch.setattr(_features, "CHOICE_ROWS", 800)
+    monkeypatch.setattr(_features, "CHOICE_HELD", 400)
+    monkeypatch.setattr(_features, "CHOICE_SHARE", 0.25)
+
+
+def test_skewed_features_leave_out_symmetric_and_zero_inflated_columns():
+    X, _ = _skewed_table()
+    Xs = apply_standardization(X, *standardization(X))
+    np.testing.assert_array_equal(skewed_features(Xs), [0, 3])
+    assert skewed_features(Xs[:, [1]]).size == 0
+
+
+def test_the_warp_is_its_formula_in_float64_and_keeps_the_other_columns():
+    X, _ = _skewed_table()
+    Xs = apply_standardization(X, *standardization(X))
+    w = fit_warp(Xs, [0, 3])
+    u = Xs[:, 0]
+    c = np.median(u)
+    s = np.median(np.abs(u - c)) / 0.6745
+    v = np.arcsinh((u - c) / s)
+    W = apply_warp(Xs, w)
+    np.testing.assert_allclose(W[:, 0], (v - v.mean()) / v.std(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(W[:, [1, 2]], Xs[:, [1, 2]])
+    assert abs(W[:, 3].mean()) < 1e-12 and abs(W[:, 3].std() - 1) < 1e-12
+    before = Xs.copy()
+    apply_warp(Xs, w)
+    np.testing.assert_array_equal(Xs, before)  # a copy unless inplace
+    assert apply_warp(Xs, None) is Xs
+    f32 = apply_warp(Xs.astype(np.float32), w)
+    assert f32.dtype == np.float32
+    np.testing.assert_allclose(f32, W, rtol=1e-6, atol=1e-6)
+
+
+def test_a_spread_of_zero_falls_back_to_the_mean_deviation_then_one():
+    A = np.c_[np.r_[np.zeros(70), np.arange(1.0, 31.0)], np.zeros(100)]
+    w = fit_warp(A, [0, 1])
+    np.testing.assert_allclose(w.scale[0], np.mean(np.abs(A[:, 0])))
+    assert w.scale[1] == 1.0 and w.std[1] == 1.0
+
+
+def test_the_lazy_warp_equals_the_eager_one():
+    da = pytest.importorskip("dask.array")
+    X, _ = _skewed_table(600)
+    w = fit_warp(X, [0, 3])
+    lazy = warp_lazily(da.from_array(X, chunks=(128, 2)), w)
+    np.testing.assert_array_equal(lazy.compute(), apply_warp(X, w))
+
+
+def test_a_budgeted_run_keeps_the_warp_where_it_is_clearly_better(quick_choice):
+    X, y = _skewed_table()
+    X_given = X.copy()
+    res = nh.tune(X, y, time_budget=8.0, random_state=0, progress=False)
+    np.testing.assert_array_equal(X, X_given)  # the caller's X is not warped
+    choice = res.transform
+    assert choice.features == (0, 3)
+    assert choice.warped and choice.error_warped < choice.error_scaled
+    w = res.model.input_warp_
+    assert isinstance(w, FeatureWarp)
+    np.testing.assert_array_equal(w.features, [0, 3])
+    assert res.elapsed <= 8.0 * 1.1
+    # the model takes raw X: the same as the bare model on X standardized and warped by hand
+    X_test, _ = _skewed_table(200, seed=3)
+    model = res.model
+    by_hand = apply_warp(apply_standardization(X_test, model.input_mean_, model.input_scale_), w)
+    expected = model.predict(X_test)
+    model.input_mean_ = model.input_scale_ = model.input_warp_ = None
+    np.testing.assert_array_equal(model.predict(by_hand), expected)
+
+
+def test_the_warp_survives_a_model_file_and_a_replay(quick_choice, tmp_path):
+    X, y = _skewed_table()
+    first = nh.tune(X, y, time_budget=8.0, random_state=0, progress=False)
+    assert first.transform.warped
+    path = save_model(tmp_path / "m.npz", first.model)
+    loaded = load_model(path)
+    np.testing.assert_array_equal(loaded.input_warp_.features, [0, 3])
+    np.testing.assert_allclose(loaded.predict(X[:50]), first.model.predict(X[:50]), rtol=1e-12, atol=1e-12)
+    again = nh.tune(X, y, replay=first, random_state=0, progress=False)
+    np.testing.assert_array_equal(again.model.predict(X[:50]), first.model.predict(X[:50]))
+    assert again.transform == first.transform  # the record, not a new choice
+
+
+def test_a_damaged_warp_field_is_named(quick_choice, tmp_path):
+    X, y = _skewed_table()
+    res = nh.tune(X, y, time_budget=8.0, random_state=0, progress=False)
+    path = save_model(tmp_path / "m.npz", res.model)
+    state = dict(np.load(path))
+    state["x_warp_features"] = np.array([0, 9])
+    np.savez(tmp_path / "bad.npz", **state)
+    with pytest.raises(DataError, match="x_warp_features"):
+        load_model(tmp_path / "bad.npz")
+    state["x_warp_features"] = np.array([0, 3])
+    state["x_warp_scale"] = np.array([1.0, -1.0])
+    np.savez(tmp_path / "bad.npz", **state)
+    with pytest.raises(DataError, match="x_warp_scale"):
+        load_model(tmp_path / "bad.npz")
+
+
+@pytest.mark.parametrize("case", ["scale", "classification", "no skew", "short budget", "no budget"])
+def test_no_choice_where_the_notes_say_so(case, monkeypatch):
+    X, y = _skewed_table(1200)  # enough rows for a choice (CHOICE_MIN_ROWS)
+    kw = dict(time_budget=2.0, random_state=0, progress=False)
+    if case == "scale":
+        monkeypatch.setattr(_features, "CHOICE_MIN_BUDGET", 0.0)
+        kw["standardize"] = "scale"
+    elif case == "classification":
+        monkeypatch.setattr(_features, "CHOICE_MIN_BUDGET", 0.0)
+        y = np.where(y > 0, "a", "b")
+    elif case == "no skew":
+        monkeypatch.setattr(_features, "CHOICE_MIN_BUDGET", 0.0)
+        X = X[:, [1]]
+    elif case == "no budget":
+        kw = dict(centers=10, epochs=3, progress=False)
+    res = nh.tune(X, y, **kw)
+    assert res.transform is None and res.model.input_warp_ is None
