@@ -26,6 +26,7 @@ import numpy as np
 from .models._estimator_params import EstimatorMixin, check_feature_names_arg, check_validation_names
 from .inputs._validation import check_labels, check_matrix
 from .models._scaling import apply_standardization, standardization
+from .models._warp import apply_warp
 from .optim._standardize import warn_if_centers_in_data_units
 from .placement import on_cluster
 from .models._fitted import not_fitted_error as _not_fitted_error
@@ -128,12 +129,15 @@ class _HyperoptBase(EstimatorMixin):
             warn_user("A column-vector y was passed when a 1d array was expected; y was raveled to "
                       "shape (n,)", DataConversionWarning)
             y = y.reshape(-1)
-        if self.standardize:
+        # Under a time budget tune standardizes X itself, with the same statistics, and may warp skewed
+        # features (nyhopt.optim.budget._features); the estimator keeps both.
+        by_tune = bool(self.standardize) and self.time_budget is not None
+        if self.standardize and not by_tune:
             mean, scale = standardization(X)
         else:
             mean, scale = np.zeros(X.shape[1]), np.ones(X.shape[1])
-        Xs = apply_standardization(X, mean, scale) if self.standardize else X
-        if self.standardize:
+        Xs = apply_standardization(X, mean, scale) if self.standardize and not by_tune else X
+        if self.standardize and not by_tune:
             warn_if_centers_in_data_units(self.centers, Xs, mean, scale)
         if validation is not None:
             if not (isinstance(validation, (tuple, list)) and len(validation) == 2):
@@ -142,7 +146,7 @@ class _HyperoptBase(EstimatorMixin):
             with frame_errors(validation[0], "validation X"):
                 Xv = _as_array(validation[0], "validation X")
                 Xv = check_matrix(Xv, "validation X", xp, n_features=X.shape[1])
-            val = (apply_standardization(Xv, mean, scale) if self.standardize else Xv,
+            val = (apply_standardization(Xv, mean, scale) if self.standardize and not by_tune else Xv,
                    _as_array(check_labels(validation[1], "validation y"), "validation y",
                              numeric=self._task == "regression"))
         else:
@@ -154,8 +158,14 @@ class _HyperoptBase(EstimatorMixin):
             freeze=self.freeze if self.freeze is not None else (), patience=self.patience,
             callback=callback, task=self._task, dtype=self.dtype,
             objective_options=self.objective_options, solver=self.solver, record_terms=self.record_terms,
-            time_budget=self.time_budget, standardize=False,  # X is standardized here, as self.standardize says
+            time_budget=self.time_budget, standardize=by_tune,  # else X is standardized here, as self.standardize says
         )
+        if by_tune:  # the scaling and the warp move from the model to the estimator
+            model = result.model
+            mean, scale, self.x_warp_ = model.input_mean_, model.input_scale_, model.input_warp_
+            model.input_mean_ = model.input_scale_ = model.input_warp_ = None
+        else:
+            self.x_warp_ = None
         return self._set_fitted(result, mean, scale, X.shape[1])
 
     def _check_options(self, validation=None):
@@ -217,7 +227,10 @@ class _HyperoptBase(EstimatorMixin):
 
             return transform_dask(self, X)
         X, _ = _check_X(self, X, reset=False)
-        return apply_standardization(X, self.x_mean_, self.x_scale_) if self.standardize else X
+        if not self.standardize:
+            return X
+        return apply_warp(apply_standardization(X, self.x_mean_, self.x_scale_), getattr(self, "x_warp_", None),
+                          inplace=True)
 
     @entry_point
     def predict(self, X):
@@ -366,6 +379,11 @@ _PARAMS_DOC = """
         :attr:`nyhopt.TuneResult.validation_scores`).
     x_mean_, x_scale_ : numpy.ndarray of shape (d,)
         Input standardization (zeros and ones when ``standardize`` is False).
+    x_warp_ : FeatureWarp or None
+        The warp of skewed features applied after the standardization, where
+        a ``time_budget`` run chose it on held-out rows
+        (:mod:`nyhopt.models._warp`, ``docs/tuning.md``, "Feature
+        transform"); None otherwise.
     n_features_in_ : int
     feature_names_in_ : numpy.ndarray of str objects, shape (d,)
         Column names of a DataFrame ``X`` whose names are all strings (absent

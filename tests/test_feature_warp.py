@@ -140,3 +140,18 @@ def test_no_choice_where_the_notes_say_so(case, monkeypatch):
         kw = dict(centers=10, epochs=3, progress=False)
     res = nh.tune(X, y, **kw)
     assert res.transform is None and res.model.input_warp_ is None
+
+
+def test_the_estimator_keeps_the_warp_and_its_file_too(quick_choice, tmp_path):
+    X, y = _skewed_table()
+    est = nh.HyperoptKRR(time_budget=8.0, random_state=0, progress=False).fit(X, y)
+    assert isinstance(est.x_warp_, FeatureWarp)
+    inner = est.model_
+    assert inner.input_mean_ is None and inner.input_warp_ is None  # the estimator applies them
+    np.testing.assert_array_equal(est.x_mean_, standardization(X)[0])
+    by_hand = apply_warp(apply_standardization(X[:50], est.x_mean_, est.x_scale_), est.x_warp_)
+    np.testing.assert_array_equal(est.predict(X[:50]), inner.predict(by_hand))
+    loaded = load_model(save_model(tmp_path / "h.npz", est))
+    np.testing.assert_array_equal(loaded.x_warp_.features, est.x_warp_.features)
+    np.testing.assert_allclose(loaded.predict(X[:50]), est.predict(X[:50]), rtol=1e-12, atol=1e-12)
+    assert nh.HyperoptKRR(centers=10, epochs=2, progress=False).fit(X, y).x_warp_ is None

@@ -28,6 +28,7 @@ import numpy as np
 from ..inputs._door import trust
 from ..backend import to_numpy
 from ..kernels import Kernel, make_kernel
+from ..models._warp import warp_lazily
 from ..params import Params
 from ..optim._targets import TargetEncoding
 from ..optim._tracking import TRACK_EVERY
@@ -278,4 +279,6 @@ def transform_dask(est, X):
     if X.shape[1] != est.n_features_in_:
         raise ValueError(f"X has {X.shape[1]} features, but {type(est).__name__} is expecting "
                          f"{est.n_features_in_} features as input")
-    return apply_dask_standardization(X, est.x_mean_, est.x_scale_) if est.standardize else X
+    if not est.standardize:
+        return X
+    return warp_lazily(apply_dask_standardization(X, est.x_mean_, est.x_scale_), getattr(est, "x_warp_", None))

@@ -342,7 +342,7 @@ def _model_state(model, std=True) -> dict:
         "intercept": _intercept_of(inner),
         "fit_intercept": np.array(bool(getattr(inner, "fit_intercept", False))),
     }
-    warp = getattr(inner, "input_warp_", None) if not hyper else None
+    warp = getattr(model, "x_warp_", None) if hyper else getattr(inner, "input_warp_", None)
     if warp is not None:
         state["x_warp_features"] = np.asarray(warp.features, dtype=np.int64)
         for key in ("center", "scale", "mean", "std"):
@@ -449,6 +449,7 @@ def _model_from_state(state, path):
     model.model_ = inner
     model.x_mean_ = state["x_mean"]
     model.x_scale_ = state["x_scale"]
+    model.x_warp_ = state["warp"] if state["standardize"] else None
     model.n_features_in_ = inner.n_features_in_
     model.amplitude_ = float(state["amplitude"])
     model.noise_variance_ = inner.noise_variance_
