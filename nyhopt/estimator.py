@@ -125,6 +125,11 @@ class NystromKRR(NystromBase):
         time budget, applied after the input scaling
         (:mod:`nyhopt.models._warp`, ``docs/tuning.md``, "Feature
         transform"); None otherwise.
+    target_transform_ : {None, "log"}
+        ``"log"``: the model was tuned on :math:`\log y` (chosen by
+        :func:`nyhopt.tune` under a time budget on held-out rows) and
+        ``predict`` returns :math:`\exp` of the predicted log (see
+        :meth:`predict`); None after ``fit``.
     n_features_in_ : int
     feature_names_in_ : numpy.ndarray of str objects, shape (d,)
         Column names of a DataFrame ``X`` whose names are all strings (absent
@@ -205,6 +210,7 @@ class NystromKRR(NystromBase):
             (the message says what to change: distinct centers, a larger penalty).
         """
         self.input_mean_ = self.input_scale_ = self.input_warp_ = None  # inputs as given (nyhopt.tune sets them)
+        self.target_transform_ = None  # predictions in the units of y (nyhopt.tune may set "log")
         if on_cluster(X, y):  # solver "falkon" on the Dask client
             from .distributed.estimator import fit_dask
 
@@ -231,6 +237,13 @@ class NystromKRR(NystromBase):
     @entry_point
     def predict(self, X, return_std=False, return_cov=False, include_noise=True):
         """Predictions :math:`c + s\\,k(X, Z)\\alpha` (``intercept_``, ``y_scale_``, ``alpha_``), and their uncertainty.
+
+        A model tuned on :math:`\\log y` (``target_transform_`` ``"log"``:
+        :func:`nyhopt.tune` under a time budget chose it on held-out rows)
+        predicts :math:`\\exp(\\mu)`, the median of its log-normal predictive
+        distribution, and ``return_std`` gives :math:`\\exp(\\mu)\\,s` (the
+        delta method: :math:`s` is the standard deviation of the predicted
+        log; the interval :math:`\\exp(\\mu \\pm z s)` is the exact one).
 
         Parameters
         ----------
@@ -262,17 +275,23 @@ class NystromKRR(NystromBase):
             A flag that is not a bool.
         """
         return_std, return_cov, include_noise = check_flags(return_std, return_cov, include_noise)
+        log = getattr(self, "target_transform_", None) == "log"
         if return_std or return_cov:
+            if log and return_cov:
+                raise ValueError("return_cov is not available for a model tuned on log y (target_transform_ "
+                                 "'log'); use return_std")
             mean = self.predict(X)
-            return mean, self._spread(X, return_cov, include_noise)
+            spread = self._spread(X, return_cov, include_noise)
+            return mean, (mean * spread if log else spread)
         if on_cluster(X):  # a dask array, block by block
             from .distributed.estimator import predict_dask
 
-            return predict_dask(self, self._dask_inputs(X))
+            pred = predict_dask(self, self._dask_inputs(X))
+            return np.exp(pred) if log else pred
         f = self._decision(X)
         shift = _intercept_of(self)
         if not self.normalize_y and not np.any(shift):
-            return f
+            return get_namespace(f).exp(f) if log else f
         xp = get_namespace(f)
         if f.ndim == 1:
             out = f * f.dtype.type(self.y_scale_[0]) + f.dtype.type(shift[0])
@@ -281,7 +300,7 @@ class NystromKRR(NystromBase):
         if not bool(xp.all(xp.isfinite(out))):
             raise ValueError(f"predictions overflow {f.dtype} when mapped back to the units of y "
                              f"(y_scale_ = {self.y_scale_.tolist()}); X is far outside the training data")
-        return out
+        return xp.exp(out) if log else out
 
     @entry_point
     def score(self, X, y, sample_weight=None):

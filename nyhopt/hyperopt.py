@@ -209,6 +209,7 @@ class _HyperoptBase(EstimatorMixin):
         self.candidates_ = result.candidates
         self.validation_scores_ = getattr(result, "validation_scores", None)
         self.stages_ = getattr(result, "stages", ())
+        self.transform_ = getattr(result, "transform", None)
         self.x_mean_, self.x_scale_ = mean, scale
         self.n_features_in_ = n_features
         return self
@@ -379,6 +380,9 @@ _PARAMS_DOC = """
         :attr:`nyhopt.TuneResult.validation_scores`).
     x_mean_, x_scale_ : numpy.ndarray of shape (d,)
         Input standardization (zeros and ones when ``standardize`` is False).
+    transform_ : TransformChoice or None
+        With ``time_budget``: the choice among the feature and target
+        transforms (``TuneResult.transform``); None where none was made.
     x_warp_ : FeatureWarp or None
         The warp of skewed features applied after the standardization, where
         a ``time_budget`` run chose it on held-out rows

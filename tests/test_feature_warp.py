@@ -1,4 +1,4 @@
-"""The warp of skewed features (nyhopt/models/_warp.py) and its choice under a time budget (optim/budget/_features.py)."""
+"""The warp of skewed features (nyhopt/models/_warp.py), log y, and their choice under a time budget (optim/budget/_features.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +10,7 @@ from nyhopt.errors import DataError
 from nyhopt.models._scaling import apply_standardization, standardization
 from nyhopt.models._warp import FeatureWarp, apply_warp, fit_warp, skewed_features, warp_lazily
 from nyhopt.optim.budget import _features
+from nyhopt.optim.budget._features import log_target_applies
 
 
 def _skewed_table(n=1500, seed=0):
@@ -80,7 +81,9 @@ def test_a_budgeted_run_keeps_the_warp_where_it_is_clearly_better(quick_choice):
     np.testing.assert_array_equal(X, X_given)  # the caller's X is not warped
     choice = res.transform
     assert choice.features == (0, 3)
-    assert choice.warped and choice.error_warped < choice.error_scaled
+    assert choice.candidates == ("scale", "warp")  # y takes both signs: no log candidate
+    assert choice.chosen == "warp" and choice.warped and not choice.log_target
+    assert choice.errors[1] < choice.errors[0]
     w = res.model.input_warp_
     assert isinstance(w, FeatureWarp)
     np.testing.assert_array_equal(w.features, [0, 3])
@@ -155,3 +158,54 @@ def test_the_estimator_keeps_the_warp_and_its_file_too(quick_choice, tmp_path):
     np.testing.assert_array_equal(loaded.x_warp_.features, est.x_warp_.features)
     np.testing.assert_allclose(loaded.predict(X[:50]), est.predict(X[:50]), rtol=1e-12, atol=1e-12)
     assert nh.HyperoptKRR(centers=10, epochs=2, progress=False).fit(X, y).x_warp_ is None
+
+
+def _priced_table(n=1500, seed=1):
+    """Symmetric features; a positive, right-skewed target with multiplicative noise (a price)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    y = 1e4 * np.exp(1.5 * np.sin(2 * X[:, 0]) + 0.8 * X[:, 1] + 0.3 * rng.normal(size=n))
+    return X, y
+
+
+def test_log_y_is_a_candidate_for_positive_right_skewed_targets_of_one_output():
+    X, y = _priced_table()
+    assert log_target_applies(y)
+    assert not log_target_applies(np.log(y) - np.log(y).mean())  # signs
+    assert not log_target_applies(10 + X[:, 0])  # positive, not skewed
+    assert not log_target_applies(np.c_[y, y])  # two outputs
+
+
+def test_a_budgeted_run_tunes_on_log_y_where_it_is_clearly_better(quick_choice, tmp_path):
+    X, y = _priced_table()
+    y_given = y.copy()
+    res = nh.tune(X, y, time_budget=8.0, random_state=0, progress=False)
+    np.testing.assert_array_equal(y, y_given)
+    choice = res.transform
+    assert choice.features == () and choice.candidates == ("scale", "log")
+    assert choice.chosen == "log" and choice.log_target and not choice.warped
+    model = res.model
+    assert model.target_transform_ == "log" and model.input_warp_ is None
+    X_test, y_test = _priced_table(300, seed=4)
+    mean, std = model.predict(X_test, return_std=True)
+    np.testing.assert_array_equal(mean, model.predict(X_test))
+    model.target_transform_ = None
+    log_mean, log_std = model.predict(X_test, return_std=True)
+    model.target_transform_ = "log"
+    np.testing.assert_allclose(mean, np.exp(log_mean), rtol=1e-13)
+    np.testing.assert_allclose(std, mean * log_std, rtol=1e-13)
+    assert np.sqrt(np.mean((mean - y_test) ** 2)) < 0.7 * np.std(y_test)
+    with pytest.raises(ValueError, match="return_cov is not available for a model tuned on log y"):
+        model.predict(X_test, return_cov=True)
+    loaded = load_model(save_model(tmp_path / "m.npz", model))
+    assert loaded.target_transform_ == "log"
+    np.testing.assert_allclose(loaded.predict(X_test), mean, rtol=1e-12)
+    again = nh.tune(X, y, replay=res, random_state=0, progress=False)
+    np.testing.assert_array_equal(again.model.predict(X_test), mean)
+    est = nh.HyperoptKRR(time_budget=8.0, random_state=0, progress=False).fit(X, y)
+    assert est.transform_.chosen == "log"
+    assert est.model_.target_transform_ == "log"
+    np.testing.assert_array_equal(est.predict(X_test),
+                                  est.model_.predict(apply_standardization(X_test, est.x_mean_, est.x_scale_)))
+    np.testing.assert_allclose(load_model(save_model(tmp_path / "h.npz", est)).predict(X_test), est.predict(X_test),
+                               rtol=1e-12)

@@ -123,6 +123,11 @@ def cmd_tune(args) -> int:
         criterion = "squared error of the scores" if task == "classification" else metric
         over = f", mean of {args.validation_fraction} folds" if folds else ""
         say(args, f"chosen: {est.objective_} (lowest validation {criterion}{over}); tuned again on all {n} rows")
+    choice = getattr(est, "transform_", None)
+    if choice is not None:
+        tried = ", ".join(f"{c} {fmt_error(task, e)}" for c, e in zip(choice.candidates, choice.errors))
+        say(args, f"transform: {choice.chosen} (held-out {metric} {tried}; {choice.seconds:.1f} s)"
+                   + ("; the stages' held-out errors below are in log units" if choice.log_target else ""))
     for st in getattr(est, "stages_", ()):
         held = "" if math.isnan(st.validation_error) else f", held-out {metric} {fmt_error(task, st.validation_error)}"
         say(args, f"stage: {st.centers} centers, {st.objective}, {st.rows} rows, {st.epochs} epochs in "
@@ -172,6 +177,7 @@ def cmd_tune(args) -> int:
             "history": hist.as_dict(),
             "time_budget": args.time_budget,
             "stages": [st._asdict() for st in getattr(est, "stages_", ())],
+            "transform": None if choice is None else choice._asdict(),
             "candidates": [{"objective": c.objective, "validation_error": c.validation_error,
                             "validation_score": c.validation_score, "fold_errors": list(c.fold_errors),
                             "objective_value": c.objective_value, "epochs": c.epochs, "best_epoch": c.best_epoch,

@@ -51,6 +51,9 @@ Keys:
                     ``x_warp_scale``, ``x_warp_mean``, ``x_warp_std`` (k,)
                     float64.  Optional: only a model from ``nyhopt.tune``
                     that chose the warp has them
+``target_transform`` ``"log"``: the regressor was tuned on ``log y`` and predicts
+                    ``exp`` of its output (``NystromKRR.target_transform_``).
+                    Optional: absent for every other model
 ``params``          JSON text: the estimator's constructor parameters
                     (``get_params(deep=False)``, :mod:`nyhopt.io._model_params`),
                     which the loaded estimator gets back.  Optional: files
@@ -347,6 +350,8 @@ def _model_state(model, std=True) -> dict:
         state["x_warp_features"] = np.asarray(warp.features, dtype=np.int64)
         for key in ("center", "scale", "mean", "std"):
             state["x_warp_" + key] = np.asarray(getattr(warp, key), dtype=np.float64)
+    if getattr(inner, "target_transform_", None) == "log":
+        state["target_transform"] = np.array("log")
     names = getattr(model, "feature_names_in_", None)
     if names is not None:
         state["feature_names"] = np.asarray(names, dtype=str)
@@ -401,6 +406,7 @@ def _inner_from_state(state, classifier, params=None):
         if intercept is None:  # written before intercept_ existed
             intercept = state["y_mean"] if state["normalize_y"] else np.zeros(state["y_mean"].shape)
         model.intercept_ = _as_intercept(intercept, state["y_was_1d"])
+        model.target_transform_ = state["target_transform"]
     model.kernel_ = kernel
     model.centers_ = centers
     model.alpha_ = alpha

@@ -197,6 +197,7 @@ def validate_state(state: dict, path: str) -> dict:
     if "params" in state:  # optional: the constructor parameters (JSON text, nyhopt.io._model_params)
         out["params"] = f.text("params")
     out["warp"] = _warp(f, state, d) if "x_warp_features" in state else None  # optional: nyhopt.models._warp
+    out["target_transform"] = f.text("target_transform", ("log",)) if "target_transform" in state else None
     return out
 
 

@@ -41,11 +41,12 @@ def holdout_error(losses, task):
     return math.sqrt(mean) if task == "regression" else mean
 
 
-def clearly_better(losses, than):
-    r"""Whether per-row ``losses`` are lower than ``than`` (same rows) by more than :data:`PREFER_Z` standard errors.
+def clearly_better(losses, than, z=None):
+    r"""Whether per-row ``losses`` are lower than ``than`` (same rows) by more than ``z`` standard errors.
 
     The paired z-score :math:`\bar d / (s_d/\sqrt k)` of the differences
-    :math:`d_i` = ``than`` - ``losses`` on the :math:`k` rows.
+    :math:`d_i` = ``than`` - ``losses`` on the :math:`k` rows; ``z`` None
+    is :data:`PREFER_Z`.
     """
     d = np.asarray(than, dtype=np.float64) - np.asarray(losses, dtype=np.float64)
     if d.size < 2:
@@ -53,7 +54,7 @@ def clearly_better(losses, than):
     mean, sd = float(np.mean(d)), float(np.std(d, ddof=1))
     if sd == 0.0:
         return mean > 0.0
-    return mean / (sd / math.sqrt(d.size)) > PREFER_Z
+    return mean / (sd / math.sqrt(d.size)) > (PREFER_Z if z is None else z)
 
 
 def variance_factor(model, X_val, y_val, level=0.95):
