@@ -16,11 +16,14 @@ Methods:
 
 * ``hgb``: scikit-learn's ``HistGradientBoostingRegressor()`` (defaults);
 * ``nyhopt``: ``tune(X, y, time_budget=T)`` (the default: standardized
-  features, and the asinh warp of skewed features where the held-out rows
-  choose it);
-* ``nyhopt-scale``: the same with ``standardize="scale"`` (no warp choice);
+  features, and the warp of skewed features and ``log y`` where the
+  held-out rows choose them);
+* ``nyhopt-scale``: the same with ``standardize="scale"`` (no choice);
 * ``nyhopt-log``: ``tune(X, log y, time_budget=T)``, predictions ``exp(f)``
-  (the median of a log-normal model).
+  (the median of a log-normal model), as a user would do by hand.
+
+The ``transform`` column says what the default chose and among what
+(``docs/tuning.md``, "Transforms").
 
 Writes ``kernels_and_trees.{csv,md}``::
 
@@ -37,7 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common  # noqa: E402
 
-COLUMNS = ["table", "n_train", "method", "budget", "wall_s", "rmse", "warped", "centers"]
+COLUMNS = ["table", "n_train", "method", "budget", "wall_s", "rmse", "transform", "centers"]
 METHODS = ("hgb", "nyhopt", "nyhopt-scale", "nyhopt-log")
 
 
@@ -65,7 +68,7 @@ def split(X, y, seed=0):
 
 
 def run(method, budget, X_tr, X_te, y_tr, seed=0):
-    """``(prediction on X_te, warped, centers)`` of one method."""
+    """``(prediction on X_te, the transform chosen, centers)`` of one method."""
     import nyhopt as nh
 
     if method == "hgb":
@@ -76,8 +79,9 @@ def run(method, budget, X_tr, X_te, y_tr, seed=0):
     res = nh.tune(X_tr, np.log(y_tr) if log else y_tr, time_budget=budget, random_state=seed, progress=False,
                   standardize="scale" if method == "nyhopt-scale" else True)
     pred = res.model.predict(X_te)
-    warped = "" if res.transform is None else f"{res.transform.warped} ({len(res.transform.features)} skewed)"
-    return (np.exp(pred) if log else pred), warped, res.model.centers_.shape[0]
+    choice = res.transform
+    chosen = "" if choice is None else f"{choice.chosen} of " + "/".join(choice.candidates)
+    return (np.exp(pred) if log else pred), chosen, res.model.centers_.shape[0]
 
 
 def main(argv=None):
@@ -97,12 +101,12 @@ def main(argv=None):
                 if method == "hgb" and budget != args.budgets[0]:
                     continue
                 t0 = time.perf_counter()
-                pred, warped, centers = run(method, budget, X_tr, X_te, y_tr)
+                pred, chosen, centers = run(method, budget, X_tr, X_te, y_tr)
                 wall = time.perf_counter() - t0
                 rmse = float(np.sqrt(np.mean((pred - y_te) ** 2)) / sd)
                 rows.append(dict(table=table, n_train=len(y_tr), method=method,
                                  budget="" if method == "hgb" else budget, wall_s=round(wall, 1),
-                                 rmse=round(rmse, 4), warped=warped, centers=centers))
+                                 rmse=round(rmse, 4), transform=chosen, centers=centers))
                 common.log(args, rows[-1])
                 common.write_csv(rows, COLUMNS, out / "kernels_and_trees.csv")
     common.write_markdown(common.markdown_table(rows, COLUMNS, digits=4), out / "kernels_and_trees.md",

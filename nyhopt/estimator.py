@@ -123,8 +123,7 @@ class NystromKRR(NystromBase):
     input_warp_ : FeatureWarp or None
         The warp of skewed features that :func:`nyhopt.tune` chose under a
         time budget, applied after the input scaling
-        (:mod:`nyhopt.models._warp`, ``docs/tuning.md``, "Feature
-        transform"); None otherwise.
+        (:mod:`nyhopt.models._warp`, ``docs/tuning.md``, "Transforms"); None otherwise.
     target_transform_ : {None, "log"}
         ``"log"``: the model was tuned on :math:`\log y` (chosen by
         :func:`nyhopt.tune` under a time budget on held-out rows) and

@@ -386,8 +386,7 @@ _PARAMS_DOC = """
     x_warp_ : FeatureWarp or None
         The warp of skewed features applied after the standardization, where
         a ``time_budget`` run chose it on held-out rows
-        (:mod:`nyhopt.models._warp`, ``docs/tuning.md``, "Feature
-        transform"); None otherwise.
+        (:mod:`nyhopt.models._warp`, ``docs/tuning.md``, "Transforms"); None otherwise.
     n_features_in_ : int
     feature_names_in_ : numpy.ndarray of str objects, shape (d,)
         Column names of a DataFrame ``X`` whose names are all strings (absent

@@ -10,7 +10,7 @@ from nyhopt.errors import DataError
 from nyhopt.models._scaling import apply_standardization, standardization
 from nyhopt.models._warp import FeatureWarp, apply_warp, fit_warp, skewed_features, warp_lazily
 from nyhopt.optim.budget import _features
-from nyhopt.optim.budget._features import log_target_applies
+from nyhopt.optim.budget._features import choice_splits, log_target_applies
 
 
 def _skewed_table(n=1500, seed=0):
@@ -209,3 +209,16 @@ def test_a_budgeted_run_tunes_on_log_y_where_it_is_clearly_better(quick_choice, 
                                   est.model_.predict(apply_standardization(X_test, est.x_mean_, est.x_scale_)))
     np.testing.assert_allclose(load_model(save_model(tmp_path / "h.npz", est)).predict(X_test), est.predict(X_test),
                                rtol=1e-12)
+
+
+def test_the_choice_holds_out_every_row_once_on_small_tables_and_one_split_on_large_ones():
+    small = choice_splits(2344, seed=0)
+    assert len(small) == _features.CHOICE_FOLDS
+    held = np.concatenate([v for _, v in small])
+    np.testing.assert_array_equal(np.sort(held), np.arange(2344))
+    for tr, val in small:
+        assert np.intersect1d(tr, val).size == 0 and tr.size + val.size == 2344
+    np.testing.assert_array_equal(choice_splits(2344, seed=0)[1][1], small[1][1])  # seeded
+    (tr, val), = choice_splits(50_000, seed=3)
+    assert val.size == _features.CHOICE_HELD and tr.size == _features.CHOICE_ROWS
+    assert np.intersect1d(tr, val).size == 0

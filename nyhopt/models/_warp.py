@@ -14,8 +14,7 @@ they are constant).  :math:`\operatorname{asinh}(t)` is :math:`t` near 0 and
 :math:`\operatorname{sign}(t)\log(2|t|)` in the tails: a long tail is pulled in
 like a logarithm would, for features of either sign, and the bulk keeps its
 shape.  A stationary kernel measures distances in these coordinates, so rows
-far out in a tail no longer sit alone (``docs/tuning.md``, "Feature
-transform").  The other features are left as they are.
+far out in a tail no longer sit alone (``docs/tuning.md``, "Transforms").  The other features are left as they are.
 
 A feature is a candidate (:func:`skewed_features`) when the sample skewness
 of its column is above :data:`SKEW_MIN` in magnitude and at most

@@ -62,12 +62,14 @@ class TuneResult(NamedTuple):
         With ``time_budget`` on row samples (``docs/tuning.md``, "Large
         data"): the training rows of the final fit; 0 otherwise.
     transform : TransformChoice or None
-        With ``time_budget`` on a regression table with skewed columns: the
-        choice between standard scaling and the warp of the skewed features
-        (the columns, whether the warp was kept, both held-out errors, its
-        seconds; :mod:`nyhopt.optim.budget._features`, ``docs/tuning.md``,
-        "Feature transform").  The warp itself is ``model.input_warp_``.
-        None where no choice was made.
+        With ``time_budget`` on a regression table with skewed columns or a
+        positive right-skewed target: the choice among standard scaling,
+        the warp of the skewed features, ``log y`` and both (the skewed
+        columns, the transforms tuned, their held-out RMSE, the one kept,
+        its seconds; :mod:`nyhopt.optim.budget._features`,
+        ``docs/tuning.md``, "Transforms").  The model keeps the warp as
+        ``input_warp_`` and ``log y`` as ``target_transform_``.  None where
+        no choice was made.
 
     Examples
     --------

@@ -244,11 +244,14 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
         coordinates: a center :math:`\tilde z` is :math:`\mu + \sigma\tilde z`
         in the units of ``X``, a lengthscale :math:`\tilde\ell_j` is
         :math:`\sigma_j\tilde\ell_j` (``docs/tuning.md``, "Inputs").  With
-        ``time_budget`` on a regression table with skewed columns, True also
-        chooses on held-out rows whether to warp them (asinh, kept only when
-        clearly better: ``result.transform``, ``model.input_warp_``;
-        ``docs/tuning.md``, "Feature transform"); ``"scale"`` standardizes
-        without that choice.  False: ``X`` is used as given.
+        ``time_budget`` on a regression table with skewed columns or a
+        positive right-skewed target, True also chooses on held-out rows
+        whether to warp those columns (asinh) and whether to tune on
+        :math:`\log y`, each kept only when clearly better
+        (``result.transform``, ``model.input_warp_``,
+        ``model.target_transform_``; ``docs/tuning.md``, "Transforms");
+        ``"scale"`` standardizes without that choice.  False: ``X`` is used
+        as given.
     replay : TuneResult, optional
         The result of an earlier ``time_budget`` run of the same call: its
         stages are run again for their recorded epochs (sizes, objectives,
