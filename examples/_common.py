@@ -193,3 +193,14 @@ class Timer:
     def elapsed(self) -> float:
         """Seconds since the block was entered."""
         return time.perf_counter() - self._t0
+
+
+def transform_label(choice) -> str:
+    """A ``TuneResult.transform`` as ``"<chosen> of <candidates>"`` (empty when no choice was made)."""
+    return "" if choice is None else f"{choice.chosen} of " + "/".join(choice.candidates)
+
+
+def write_results(rows, columns, out: Path, stem: str, title: str, script: str) -> Path:
+    """``<stem>.csv`` and ``<stem>.md`` (a 4-digit table) in ``out``; returns the markdown path."""
+    write_csv(rows, columns, out / f"{stem}.csv")
+    return write_markdown(markdown_table(rows, columns, digits=4), out / f"{stem}.md", title, script=script)

@@ -79,9 +79,7 @@ def run(method, budget, X_tr, X_te, y_tr, seed=0):
     res = nh.tune(X_tr, np.log(y_tr) if log else y_tr, time_budget=budget, random_state=seed, progress=False,
                   standardize="scale" if method == "nyhopt-scale" else True)
     pred = res.model.predict(X_te)
-    choice = res.transform
-    chosen = "" if choice is None else f"{choice.chosen} of " + "/".join(choice.candidates)
-    return (np.exp(pred) if log else pred), chosen, res.model.centers_.shape[0]
+    return (np.exp(pred) if log else pred), common.transform_label(res.transform), res.model.centers_.shape[0]
 
 
 def main(argv=None):
@@ -108,9 +106,8 @@ def main(argv=None):
                                  budget="" if method == "hgb" else budget, wall_s=round(wall, 1),
                                  rmse=round(rmse, 4), transform=chosen, centers=centers))
                 common.log(args, rows[-1])
-                common.write_csv(rows, COLUMNS, out / "kernels_and_trees.csv")
-    common.write_markdown(common.markdown_table(rows, COLUMNS, digits=4), out / "kernels_and_trees.md",
-                          "Kernels and trees on public tables", script="examples/kernels_and_trees.py")
+                common.write_results(rows, COLUMNS, out, "kernels_and_trees", "Kernels and trees on public tables",
+                                     "examples/kernels_and_trees.py")
 
 
 if __name__ == "__main__":

@@ -43,17 +43,13 @@ def main(argv=None):
                               progress=False, standardize=standardize)
                 wall = time.perf_counter() - t0
                 mean, std = res.model.predict(ds.X_test, return_std=True)
-                choice = res.transform
                 rows.append(dict(dataset=name, n_train=ds.X_train.shape[0], method=method, budget=budget,
                                  wall_s=round(wall, 1), rmse=round(metrics.rmse(ds.y_test, mean), 4),
                                  coverage=round(metrics.coverage(ds.y_test, mean, std, level=0.95), 3),
-                                 transform="" if choice is None else
-                                 f"{choice.chosen} of " + "/".join(choice.candidates),
-                                 centers=int(res.params.n_centers)))
+                                 transform=common.transform_label(res.transform), centers=int(res.params.n_centers)))
                 common.log(args, rows[-1])
-                common.write_csv(rows, COLUMNS, out / "transform_choice_sets.csv")
-    common.write_markdown(common.markdown_table(rows, COLUMNS, digits=4), out / "transform_choice_sets.md",
-                          "The transform choice on the paper's sets", script="examples/transform_choice_sets.py")
+                common.write_results(rows, COLUMNS, out, "transform_choice_sets", "The transform choice on the paper's sets",
+                                     "examples/transform_choice_sets.py")
 
 
 if __name__ == "__main__":
