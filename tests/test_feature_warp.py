@@ -222,3 +222,25 @@ def test_the_choice_holds_out_every_row_once_on_small_tables_and_one_split_on_la
     (tr, val), = choice_splits(50_000, seed=3)
     assert val.size == _features.CHOICE_HELD and tr.size == _features.CHOICE_ROWS
     assert np.intersect1d(tr, val).size == 0
+
+
+def test_the_command_line_says_what_was_chosen(quick_choice, tmp_path, capsys):
+    import json
+
+    from nyhopt.cli import main
+
+    X, y = _priced_table()
+    path = tmp_path / "d.csv"
+    np.savetxt(path, np.column_stack([X, y]), delimiter=",", header="a,b,c,price", comments="")
+    summary, model = tmp_path / "s.json", tmp_path / "m.npz"
+    assert main(["tune", str(path), "--target", "price", "--time-budget", "8", "--out", str(model),
+                 "--json", str(summary)]) == 0
+    out = capsys.readouterr().out
+    assert "transform: log (held-out RMSE scale " in out and "in log units" in out
+    s = json.loads(summary.read_text())
+    assert s["transform"]["chosen"] == "log" and s["transform"]["candidates"] == ["scale", "log"]
+    loaded = load_model(model)
+    assert loaded.model_.target_transform_ == "log"
+    import pandas as pd
+
+    assert np.all(loaded.predict(pd.DataFrame(X[:20], columns=["a", "b", "c"])) > 0)
