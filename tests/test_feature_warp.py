@@ -244,3 +244,22 @@ def test_the_command_line_says_what_was_chosen(quick_choice, tmp_path, capsys):
     import pandas as pd
 
     assert np.all(loaded.predict(pd.DataFrame(X[:20], columns=["a", "b", "c"])) > 0)
+
+
+@pytest.mark.gpu
+def test_the_warp_and_log_y_on_the_device(quick_choice):
+    from nyhopt.backend import cupy_or_none
+
+    cp = cupy_or_none()
+    X, y = _skewed_table()
+    Xs = apply_standardization(X, *standardization(X))
+    w = fit_warp(cp.asarray(Xs), [0, 3])
+    np.testing.assert_allclose(w.center, fit_warp(Xs, [0, 3]).center)
+    out = apply_warp(cp.asarray(Xs), w)
+    assert isinstance(out, cp.ndarray)
+    np.testing.assert_allclose(cp.asnumpy(out), apply_warp(Xs, w), rtol=1e-12, atol=1e-12)
+    Xp, yp = _priced_table()
+    res = nh.tune(cp.asarray(Xp), cp.asarray(yp), time_budget=8.0, random_state=0, progress=False)
+    assert res.transform is not None and res.transform.candidates == ("scale", "log")
+    pred = res.model.predict(cp.asarray(Xp[:20]))
+    assert isinstance(pred, cp.ndarray) and np.all(cp.asnumpy(pred) > 0)
