@@ -132,12 +132,10 @@ class _HyperoptBase(EstimatorMixin):
         # Under a time budget tune standardizes X itself, with the same statistics, and may warp skewed
         # features (nyhopt.optim.budget._features); the estimator keeps both.
         by_tune = bool(self.standardize) and self.time_budget is not None
-        if self.standardize and not by_tune:
-            mean, scale = standardization(X)
-        else:
-            mean, scale = np.zeros(X.shape[1]), np.ones(X.shape[1])
-        Xs = apply_standardization(X, mean, scale) if self.standardize and not by_tune else X
-        if self.standardize and not by_tune:
+        here = bool(self.standardize) and not by_tune
+        mean, scale = standardization(X) if here else (np.zeros(X.shape[1]), np.ones(X.shape[1]))
+        Xs = apply_standardization(X, mean, scale) if here else X
+        if here:
             warn_if_centers_in_data_units(self.centers, Xs, mean, scale)
         if validation is not None:
             if not (isinstance(validation, (tuple, list)) and len(validation) == 2):
@@ -146,7 +144,7 @@ class _HyperoptBase(EstimatorMixin):
             with frame_errors(validation[0], "validation X"):
                 Xv = _as_array(validation[0], "validation X")
                 Xv = check_matrix(Xv, "validation X", xp, n_features=X.shape[1])
-            val = (apply_standardization(Xv, mean, scale) if self.standardize and not by_tune else Xv,
+            val = (apply_standardization(Xv, mean, scale) if here else Xv,
                    _as_array(check_labels(validation[1], "validation y"), "validation y",
                              numeric=self._task == "regression"))
         else:

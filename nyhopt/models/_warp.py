@@ -31,7 +31,8 @@ import numpy as np
 
 from ..backend import get_namespace, to_numpy
 
-__all__ = ["FeatureWarp", "SKEW_MIN", "MAX_TIED", "skewed_features", "fit_warp", "apply_warp", "warp_lazily"]
+__all__ = ["FeatureWarp", "SKEW_MIN", "MAX_TIED", "column_skewness", "skewed_features", "fit_warp", "apply_warp",
+           "warp_lazily"]
 
 #: A column's sample skewness above this in magnitude makes it a candidate for the warp.
 SKEW_MIN = 1.0
@@ -55,11 +56,20 @@ def _host_rows(X):
     return to_numpy(X[:STAT_ROWS], dtype=np.float64)
 
 
+def column_skewness(A) -> np.ndarray:
+    r"""Sample skewness :math:`g_1 = \overline{c^3}/(\overline{c^2})^{3/2}` of each column of a float64 NumPy ``A``
+    (:math:`c` the centered column; 0 for a constant column)."""
+    C = A - A.mean(axis=0)
+    var = np.mean(C * C, axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(var > 0, np.mean(C * C * C, axis=0) / np.maximum(var, 1e-300) ** 1.5, 0.0)
+
+
 def skewed_features(X) -> np.ndarray:
     r"""The columns of ``X`` (standardized, NumPy or CuPy) that are candidates for the warp.
 
-    Skewness :math:`g_1 = \overline{u^3}/(\overline{u^2})^{3/2}` of the
-    centered column over its first :data:`STAT_ROWS` rows; a column qualifies
+    Skewness (:func:`column_skewness`) of each column over its first
+    :data:`STAT_ROWS` rows; a column qualifies
     when :math:`|g_1| >` :data:`SKEW_MIN` and at most :data:`MAX_TIED` of
     those rows equal its median.
 
@@ -69,12 +79,8 @@ def skewed_features(X) -> np.ndarray:
         The column indices, increasing (empty when none qualifies).
     """
     A = _host_rows(X)
-    C = A - A.mean(axis=0)
-    var = np.mean(C * C, axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        skew = np.where(var > 0, np.mean(C * C * C, axis=0) / np.maximum(var, 1e-300) ** 1.5, 0.0)
     tied = np.mean(A == np.median(A, axis=0), axis=0)
-    return np.flatnonzero((np.abs(skew) > SKEW_MIN) & (tied <= MAX_TIED)).astype(np.int64)
+    return np.flatnonzero((np.abs(column_skewness(A)) > SKEW_MIN) & (tied <= MAX_TIED)).astype(np.int64)
 
 
 def _asinh_columns(A, center, scale):

@@ -52,7 +52,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...backend import to_numpy
-from ...models._warp import FeatureWarp, apply_warp, fit_warp, skewed_features
+from ...models._warp import FeatureWarp, apply_warp, column_skewness, fit_warp, skewed_features
 from ...placement import on_cluster
 from .._targets import resolve_task
 from ._choice import clearly_better, holdout_error, holdout_losses
@@ -134,11 +134,7 @@ def _targets(y):
 def log_target_applies(y) -> bool:
     """Whether ``log y`` is a candidate: one output, every value > 0, skewness above :data:`LOG_SKEW_MIN`."""
     v = to_numpy(y, dtype=np.float64).reshape(y.shape[0], -1)
-    if v.shape[1] != 1 or not np.all(v > 0):
-        return False
-    c = v[:, 0] - v[:, 0].mean()
-    var = float(np.mean(c * c))
-    return var > 0 and float(np.mean(c * c * c)) / var ** 1.5 > LOG_SKEW_MIN
+    return v.shape[1] == 1 and bool(np.all(v > 0)) and float(column_skewness(v)[0]) > LOG_SKEW_MIN
 
 
 def choice_splits(n, seed):
@@ -155,8 +151,8 @@ def choice_splits(n, seed):
     return [(np.sort(order[held:held + CHOICE_ROWS]), np.sort(order[:held]))]
 
 
-def choose_transform(a, parts, scaling, run):
-    """``(X, y, warp, log, choice)``: the inputs in the chosen coordinates, the warp, whether ``log y``, the record.
+def choose_transform(a, parts, scaling):
+    """``(X, y, warp, choice)``: the inputs in the chosen coordinates, the warp, the record.
 
     Parameters
     ----------
@@ -164,30 +160,29 @@ def choose_transform(a, parts, scaling, run):
         The arguments of :func:`nyhopt.tune` by name, ``X`` standardized (a
         copy of the caller's own, which is warped in place when the warp wins).
     parts
-        The stages of :func:`nyhopt.tune` (for ``run``).
+        The stages of :func:`nyhopt.tune` (for the budgeted runs of the
+        candidates, :func:`nyhopt.optim.budget._schedule.tune_budgeted`).
     scaling : tuple or None
         The input scaling (None: ``standardize=False``, no choice; nor with
         ``standardize="scale"``, ``a["choose_warp"]`` False).
-    run : callable
-        ``run(a, parts)``: the budgeted run (:func:`nyhopt.optim.budget._schedule.tune_budgeted`).
 
     Returns
     -------
     X, y : arrays
         ``y`` is ``log y`` (a new array) when that was chosen, else as given.
     warp : FeatureWarp or None
-    log : bool
     choice : TransformChoice or None
-        None where there was no choice (see the module notes).
+        None where there was no choice (see the module notes); ``log y``
+        when ``choice.log_target``.
     """
     X, y = a["X"], a["y"]
     if not _applies(a, scaling):
-        return X, y, None, False, None
+        return X, y, None, None
     y_arr = _targets(y)
     features = skewed_features(X)
     log_ok = log_target_applies(y_arr)
     if features.size == 0 and not log_ok:
-        return X, y, None, False, None
+        return X, y, None, None
     t0 = time.perf_counter()
     warp = fit_warp(X, features) if features.size else None
     names = ["scale"] + (["warp"] if warp is not None else []) + (["log"] if log_ok else []) + \
@@ -206,7 +201,7 @@ def choose_transform(a, parts, scaling, run):
                        validation=(X_val, np.log(y_val) if log else y_val),
                        time_budget=CHOICE_SHARE * a["time_budget"] / len(splits), progress=False, callback=None,
                        track_errors=False)
-            model = run(sub, parts).model
+            model = tune_budgeted(sub, parts).model
             if log:
                 model.target_transform_ = "log"
             parts_of_losses.append(holdout_losses(model, "regression", X_val, y_val))
@@ -220,8 +215,8 @@ def choose_transform(a, parts, scaling, run):
     if choice.log_target:
         y = np.log(y_arr)
     if not choice.warped:
-        return X, y, None, choice.log_target, choice
-    return apply_warp(X, warp, inplace=True), y, warp, choice.log_target, choice
+        return X, y, None, choice
+    return apply_warp(X, warp, inplace=True), y, warp, choice
 
 
 def replayed_transform(X, y, replay):
@@ -255,7 +250,8 @@ def budgeted_with_transform(a, parts, scaling):
         choice = getattr(replay, "transform", None)
         result = replay_budgeted(a, parts, replay)
     else:
-        a["X"], a["y"], warp, log, choice = choose_transform(a, parts, scaling, tune_budgeted)
+        a["X"], a["y"], warp, choice = choose_transform(a, parts, scaling)
+        log = choice is not None and choice.log_target
         if choice is not None:
             a["time_budget"] = a["time_budget"] - choice.seconds
         result = tune_budgeted(a, parts)
