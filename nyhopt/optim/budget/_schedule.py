@@ -65,6 +65,7 @@ from ...placement import on_cluster
 from ...posterior._predictive import scale_variance
 from ._clock import Budget, SizeCost, Stage, check_time_budget
 from ._grow import add_centers, grow_state, next_size
+from ._precision import EpochRows, grown_in_float32
 from .._history import History
 from .._init import as_generator
 from .._setup import build_objective
@@ -170,6 +171,7 @@ class _Run:
         self.t_offset = 0.0
         self.margin = 0.03 * budget.seconds + 0.05
         self.rows = None  # a RowPlan when the run tunes on samples of the rows (nyhopt.optim.budget._rows)
+        self.epoch_rows = EpochRows(False)  # the grown stages' rows, float32 on the CPU (._precision)
 
     # -- the rows (a run on samples of the rows: nyhopt.optim.budget._rows) -------------------------------
     def rows_for(self, m):
@@ -187,8 +189,9 @@ class _Run:
         self.n_all = self.n_tr + s.X_val.shape[0]
 
     def objective(self, name):
-        """A new objective ``name`` on the current tuning rows."""
-        return build_objective(name, self.X_tr, self.enc, self.start.template, self.seed, self.a["objective_options"])
+        """A new objective ``name`` on the current tuning rows (in the grown stages' dtype, :mod:`._precision`)."""
+        return build_objective(name, self.epoch_rows(self.X_tr), self.enc, self.start.template, self.seed,
+                               self.a["objective_options"])
 
     # -- costs (measured per tuning row: an epoch and a fit are O(n) in the rows) -------------------
     def per_row(self, m):
@@ -282,6 +285,9 @@ class _Run:
                                  self.n_all if polish else self.n_tr))
         self.results.append((loop, obj, model, offset, (wrt, mask, profile)))
         self.losses.append(losses)
+        if reason.startswith("failed") and not polish and self.epoch_rows.fall_back(obj):  # again in float64
+            again = self.parts.objective_stage(self.objective(name), self.freeze, self.start.tracker)
+            return self.stage(name, *again, loop.best_params, None, allot - (b.now() - t0))
         return loop, reason, err
 
     def fit(self, obj, params, X, y, client=None):
@@ -423,7 +429,7 @@ def _polish(run, k, X_all, y_all, freeze):
     s = run.start
     xp = get_namespace(X_all)
     enc = encode_targets(y_all, s.task, X_all.shape[0], xp, s.dtype)
-    obj_all = build_objective(name, X_all, enc, s.template, run.seed, run.a["objective_options"])
+    obj_all = build_objective(name, run.epoch_rows(X_all), enc, s.template, run.seed, run.a["objective_options"])
     obj_all, wrt, mask, profile = run.parts.objective_stage(obj_all, freeze, None)
     offset = len(run.records)
     polished, _, _ = run.stage(name, obj_all, wrt, mask, profile, loop.best_params, None, room,
@@ -511,6 +517,8 @@ def tune_budgeted(a, parts, run_class=None):
     run.internal = internal
     run.X_tr, run.y_tr, run.enc = start.X, start.y, start.enc
     run.n_tr = start.X.shape[0]
+    run.epoch_rows = EpochRows(grown_in_float32(dtype, start.X))
+    run.freeze = freeze
     run.n_all = run.n_tr + (start.X_val.shape[0] if internal else 0)
     run.seed = int(rng.integers(0, 2**31 - 1))
     if plan is not None:
@@ -552,6 +560,8 @@ def tune_budgeted(a, parts, run_class=None):
             if run.rows_for(m_next) > run.n_tr:  # the rows grow with the centers
                 params, obj = _grow_rows(run, params, run.rows_for(m_next), name)
                 obj, wrt, mask, profile = parts.objective_stage(obj, freeze, start.tracker)
+            elif not run.epoch_rows.holds(obj):  # the first growth: on to the float32 rows (._precision)
+                obj, wrt, mask, profile = parts.objective_stage(run.objective(name), freeze, start.tracker)
             fresh = ADAM_CARRY == "reset" or source is not loop  # another objective's moments do not carry
             state = None if fresh else grow_state(loop.state, m_next, fill=ADAM_CARRY)
             if hasattr(obj, "reset"):  # a warm start of the old size (stoch-prop's CG variable)
