@@ -10,7 +10,7 @@ import pytest
 
 import nyhopt as nh
 from nyhopt.optim import adam
-from nyhopt.optim.budget import _choice as _stage_choice, _clock as _budget, _schedule as _budgeted
+from nyhopt.optim.budget import _choice as _stage_choice, _clock as _budget, _finish, _schedule as _budgeted
 from nyhopt.optim.budget import Budget, SizeCost, check_time_budget
 from nyhopt.optim.budget._grow import add_centers, grow_state, next_size
 from nyhopt.params import Params
@@ -454,9 +454,9 @@ def test_variance_factor_makes_95_intervals_cover_held_out_rows():
 
 def test_budgeted_run_calibrates_its_error_bars_on_its_held_out_rows(tick_clock, monkeypatch):
     X, y = _problem(800)
-    monkeypatch.setattr(_budgeted, "CALIBRATE_MIN_ROWS", 10**9)
+    monkeypatch.setattr(_finish, "CALIBRATE_MIN_ROWS", 10**9)
     plain = nh.tune(X, y, time_budget=3.0, progress=False, random_state=0)
-    monkeypatch.setattr(_budgeted, "CALIBRATE_MIN_ROWS", 10)
+    monkeypatch.setattr(_finish, "CALIBRATE_MIN_ROWS", 10)
     tick_clock.t = 0.0
     calibrated = nh.tune(X, y, time_budget=3.0, progress=False, random_state=0)
     assert [s.centers for s in calibrated.stages] == [s.centers for s in plain.stages]

@@ -5,7 +5,10 @@ One concern, one module each (``docs/tuning.md``, "A time budget"):
 * :mod:`._clock`: the budget's clock, the measured costs per number of
   centers and their projection, and :class:`Stage`, the record of a stage;
 * :mod:`._schedule`: the run itself, stage by stage (stage 0, growing,
-  the switch to ``stoch-prop``, the last stage, the calibration);
+  the switch to ``stoch-prop``);
+* :mod:`._finish`: the winning stage, the last stage on all the rows, the
+  final model and the calibration of its error bars;
+* :mod:`._precision`: the grown stages' epochs in float32 on the CPU;
 * :mod:`._grow`: new centers (k-means++ seeds in the tuned metric) and
   Adam's state at the grown size;
 * :mod:`._rows`: large data, the nested row samples grown with the centers

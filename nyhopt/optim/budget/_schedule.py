@@ -38,16 +38,16 @@ the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
 5. **Finish**: the largest stage whose held-out losses are not clearly
    above the lowest error's (:func:`_largest_within_noise`; without
    held-out rows, the last stage) gives the model.  With rows held out by the run
-   itself, a last stage (:func:`_polish`) tunes that stage's objective on
+   itself, a last stage (:func:`._finish.polish`) tunes that stage's objective on
    all the rows from its best point, for the time left (at least
-   :data:`POLISH_EPOCHS` epochs, else it is skipped); its held-out error is
+   :data:`POLISH_EPOCHS` epochs, else it is skipped; :mod:`._finish`); its held-out error is
    NaN.  Otherwise, a best stage that time cut short goes on.  All within
    the budget: every
    epoch is started only when its measured cost, the validation fit and
    the final fit (projected) still fit in the time left, less a margin of
    3% of the budget.
-6. **Calibrate** (:func:`_variance_factor`): with at least
-   :data:`CALIBRATE_MIN_ROWS` rows held out by the run itself, the final
+6. **Calibrate** (:func:`._finish.finish`): with at least
+   :data:`._finish.CALIBRATE_MIN_ROWS` rows held out by the run itself, the final
    model's predictive variance is scaled so that its 95% intervals cover
    the held-out rows.
 """
@@ -57,16 +57,14 @@ import math
 import numbers
 import statistics
 
-import numpy as np
 
 from ...models._estimator_params import check_feature_names_arg
 from ...backend import get_namespace
 from ...placement import on_cluster
-from ...posterior._predictive import scale_variance
 from ._clock import Budget, SizeCost, Stage, check_time_budget
 from ._grow import add_centers, grow_state, next_size
+from ._finish import finish, winning_stage
 from ._precision import EpochRows, grown_in_float32
-from .._history import History
 from .._init import as_generator
 from .._setup import build_objective
 from ._rows import (ROW_FACTOR, START_ROWS, RowPlan, check_full_data, final_rows,
@@ -75,7 +73,7 @@ from ._choice import (PREFERRED, PREFER_Z, choose_candidate as _choose_candidate
                             clearly_better as _clearly_better, holdout_error as _holdout_error,
                             holdout_losses as _holdout_losses, largest_within_noise as _largest_within_noise,
                             variance_factor as _variance_factor, with_fallback as _with_fallback)
-from .._tracking import choose_solver, predictive_scores
+from .._tracking import choose_solver
 from .._targets import encode_targets
 from .._tune_args import check_arguments, check_switches
 
@@ -117,11 +115,6 @@ MIN_FACTOR = 1.25
 #: objective, and SGPR with its constant mean and amplitude, far better on some sets
 #: (docs/results/accuracy-at-scale.md).
 AUTO_OBJECTIVES = ("prop", "sgpr")
-#: Scale the final model's predictive variance so that its 95% intervals cover the held-out rows
-#: (:func:`_variance_factor`) when the run held them out itself: the noise of the bound absorbs the
-#: Nystrom error, and the intervals over-cover where the data's own noise is low.  Only from
-#: CALIBRATE_MIN_ROWS held-out rows: fewer estimate the 95% quantile too coarsely.
-CALIBRATE, CALIBRATE_MIN_ROWS = True, 1000
 #: The options of ``prop`` that ``stoch-prop`` takes too (others keep ``prop``).
 _SHARED_OPTIONS = {"mean", "noise_variance", "normalization", "random_state"}
 
@@ -152,13 +145,6 @@ def _objective_names(objective, can_choose):
     if not names or not all(isinstance(s, str) for s in names):
         raise ValueError(f"objective must be a name or a non-empty list of names, got {objective!r}")
     return names
-
-
-def _concat(a, b):
-    """The rows of ``a`` then those of ``b`` (NumPy, or CuPy for device arrays)."""
-    if hasattr(a, "get"):  # a CuPy array
-        return get_namespace(a).concatenate([a, b])
-    return np.concatenate([np.asarray(a), np.asarray(b)])
 
 
 class _Run:
@@ -414,54 +400,11 @@ class _Run:
         return cand if stochastic < SWITCH_FACTOR * exact else None
 
 
-def _polish(run, k, X_all, y_all, freeze):
-    """Stage ``k`` (the best) tuned on all the rows for the time left: ``(loop, objective, offset)`` or None.
-
-    The held-out rows have chosen the size and the objective; the last stage
-    gives them to the objective too, warm-started from stage ``k``'s best
-    point (its record 0 is that point, so its best is no worse on all rows).
-    """
-    loop, obj, _, _, _ = run.results[k]
-    m, name = run.stages[k].centers, run.stages[k].objective
-    room = run.polish_room(m)
-    if room is None:
-        return None
-    s = run.start
-    xp = get_namespace(X_all)
-    enc = encode_targets(y_all, s.task, X_all.shape[0], xp, s.dtype)
-    obj_all = build_objective(name, run.epoch_rows(X_all), enc, s.template, run.seed, run.a["objective_options"])
-    obj_all, wrt, mask, profile = run.parts.objective_stage(obj_all, freeze, None)
-    offset = len(run.records)
-    polished, _, _ = run.stage(name, obj_all, wrt, mask, profile, loop.best_params, None, room,
-                               polish=True)
-    return polished, obj_all, offset
-
-
 def _grow_rows(run, params, rows, name, tuned_on=None):
     """``(params, objective)`` on the first ``rows`` training rows; the penalty keeps n lambda (nyhopt.optim.budget._rows)."""
     n_old = run.n_tr if tuned_on is None else tuned_on
     run.use_rows(rows)
     return rescale_penalty(params, n_old, run.n_tr), run.objective(name)
-
-
-def _final_on_rows(run, k):
-    """``(model, params, rows)`` of a run on row samples: stage ``k`` refitted on as many training rows as the time buys.
-
-    The rows are a prefix of the run's permutation (:func:`nyhopt.optim.budget._rows.final_rows`), never the
-    held-out ones, which then calibrate the final model's intervals (rows it has not seen).
-    """
-    loop, obj, model, _, _ = run.results[k]
-    st, s = run.stages[k], run.start
-    rows = run.final_rows(st)
-    params = rescale_penalty(loop.best_params, st.rows, rows)
-    if rows > st.rows or model is None:
-        X, y = run.rows.select(*run.full, run.rows.sample(rows))
-        model = run.fit(obj, params, X, y, client=run.client)
-    if s.task == "regression" and CALIBRATE and s.X_val.shape[0] >= CALIBRATE_MIN_ROWS:
-        factor = _variance_factor(model, s.X_val, s.y_val)
-        if factor is not None:
-            scale_variance(model, factor)
-    return model, params, rows
 
 
 def tune_budgeted(a, parts, run_class=None):
@@ -608,39 +551,5 @@ def tune_budgeted(a, parts, run_class=None):
                 break
             continue
         break
-    if best_i is None or math.isnan(best_err):
-        best_i = max((i for i, s in enumerate(run.stages) if not s.stop_reason.startswith("failed")),
-                     default=len(run.stages) - 1)
-    else:
-        pool = [grown] + list(range(len(names), len(run.stages)))
-        best_i = _with_fallback(run, _largest_within_noise(run, best_i, pool), fallbacks)
-    loop, obj, model, offset, _ = run.results[best_i]
-    if run.rows is not None:
-        model, params, rows = _final_on_rows(run, best_i)
-        if feature_names is not None:
-            model.feature_names_in_ = feature_names
-        return parts.result(model, params, History(run.records), obj, offset + loop.best_epoch,
-                            run.stages[-1].stop_reason, start.task, budget.now(), stages=tuple(run.stages),
-                            final_rows=rows)
-    if internal:
-        X_all, y_all = _concat(start.X, start.X_val), _concat(start.y, start.y_val)
-        polished = _polish(run, best_i, X_all, y_all, freeze)
-        if polished is not None:
-            loop, obj, offset = polished
-    params = loop.best_params
-    scores = None
-    if internal:
-        model = run.fit(obj, params, X_all, y_all)
-    elif model is None:
-        model = run.fit(obj, params, start.X, start.y)
-    elif start.task == "regression" and start.y_val is not None:
-        scores = predictive_scores(model, start.X_val, start.y_val)
-    if internal and start.task == "regression" and CALIBRATE and start.X_val.shape[0] >= CALIBRATE_MIN_ROWS:
-        factor = _variance_factor(run.results[best_i][2], start.X_val, start.y_val)
-        if factor is not None:
-            scale_variance(model, factor)
-    if feature_names is not None:
-        model.feature_names_in_ = feature_names
-    return parts.result(model, params, History(run.records), obj, offset + loop.best_epoch,
-                        run.stages[-1].stop_reason, start.task, budget.now(), validation_scores=scores,
-                        stages=tuple(run.stages))
+    k = winning_stage(run, best_i, best_err, grown, len(names), fallbacks)
+    return finish(run, k, freeze, feature_names)
