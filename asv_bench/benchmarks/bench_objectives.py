@@ -216,10 +216,10 @@ class SmallAlgebraP1:
 class GrownStageEpoch:
     """One ``sgpr`` epoch at the size a budgeted run's last stage reaches (issue 45).
 
-    The robot-arm shape of ``docs/tuning.md``, "Precision of the grown stages":
-    n = 36000 synthetic rows, d = 8, m = 1500 centers (rows of X), per-feature
-    lengthscales 2, penalty 1e-4; the float64 data, and the float32 copy that
-    a budgeted run's grown stages tune on.
+    The shape of the robot arm in ``docs/tuning.md``, "A time budget", point 8:
+    n = 36000 synthetic rows, d = 8, m = 1500 centers (the first rows), P1's
+    hyperparameters; on the float64 data and on the float32 copy that a
+    budgeted run's grown stages tune on.
     """
 
     params = [["float64", "float32"]]
@@ -229,14 +229,10 @@ class GrownStageEpoch:
     timeout = 240
 
     def setup(self, dtype):
-        import nyhopt as nh
         from nyhopt.datasets import synthetic
 
         ds = synthetic(36000, d=8, n_test=10, seed=1234)
-        X = ds.X_train.astype(dtype)
-        self.obj = nh.make_objective("sgpr", X, ds.y_train, kernel="gaussian", random_state=0)
-        self.theta = nh.Params.from_natural(penalty=1e-4, lengthscale=np.full(8, 2.0), centers=ds.X_train[:1500])
-        self.obj.value_and_grad(self.theta)
+        self.obj, self.theta = _setup(ds.X_train.astype(dtype), ds.y_train, "sgpr", m=1500)
 
     def time_sgpr_value_and_grad(self, dtype):
         self.obj.value_and_grad(self.theta)
