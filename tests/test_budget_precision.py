@@ -8,7 +8,8 @@ import pytest
 
 import nyhopt as nh
 from nyhopt.objectives import make_objective
-from nyhopt.optim.budget import _clock as _budget, _schedule as _budgeted
+from nyhopt.errors import IllConditionedError
+from nyhopt.optim.budget import _clock as _budget, _finish, _schedule as _budgeted
 from nyhopt.optim.budget._precision import EpochRows, grown_in_float32
 from nyhopt.params import Params
 from nyhopt.solvers import jitter
@@ -26,7 +27,7 @@ def _problem(n=1500, d=3, seed=0, noise=0.1):
 
 @pytest.fixture
 def built(monkeypatch):
-    """The dtype of the rows of every objective the budgeted schedule builds, in order; a simulated clock."""
+    """The dtype of the rows of every objective a budgeted run builds after its setup, in order; a simulated clock."""
     monkeypatch.setattr(_budget, "CLOCK", TickClock())
     seen = []
     inner = _budgeted.build_objective
@@ -36,6 +37,7 @@ def built(monkeypatch):
         return inner(name, X, *args, **kwargs)
 
     monkeypatch.setattr(_budgeted, "build_objective", build)
+    monkeypatch.setattr(_finish, "build_objective", build)  # the last stage on all the rows
     return seen
 
 
@@ -98,7 +100,7 @@ def test_a_failed_float32_stage_runs_again_in_float64(built, monkeypatch):
 
             def broken(params, *a, **k):  # the second epoch fails as a factorization does
                 if broken.calls:
-                    raise nh.errors.IllConditionedError("A A^T + n*lam*I is not numerically positive definite")
+                    raise IllConditionedError("A A^T + n*lam*I is not numerically positive definite")
                 broken.calls += 1
                 return real(params, *a, **k)
 

@@ -76,7 +76,7 @@ def polish(run, k, X_all, y_all, freeze):
     s = run.start
     xp = get_namespace(X_all)
     enc = encode_targets(y_all, s.task, X_all.shape[0], xp, s.dtype)
-    obj_all = build_objective(name, run.epoch_rows(X_all), enc, s.template, run.seed, run.a["objective_options"])
+    obj_all = build_objective(name, X_all, enc, s.template, run.seed, run.a["objective_options"])  # data's dtype
     obj_all, wrt, mask, profile = run.parts.objective_stage(obj_all, freeze, None)
     offset = len(run.records)
     polished, _, _ = run.stage(name, obj_all, wrt, mask, profile, loop.best_params, None, room, polish=True)

@@ -1,4 +1,4 @@
-r"""The grown stages of a budgeted run tune in float32 on the CPU.
+r"""The large grown stages of a budgeted run tune in float32 on the CPU.
 
 An exact epoch (``prop``, ``sgpr``, ``gcv``, ...) at :math:`n` rows and
 :math:`m` centers is four :math:`n m^2` BLAS products (the triangular
@@ -9,26 +9,33 @@ product :math:`A^\top W` of the gradient, twice the flops) and
 BLAS runs them at twice the float64 rate: at :math:`n = 36\,000`,
 :math:`m = 3000`, :math:`d = 8` one ``sgpr`` value and gradient took
 14.4 s on float64 data and 9.2 s on float32 data (2-core AMD EPYC, DGEMM
-130 and SGEMM 248 GFLOP/s; ``docs/tuning.md``, "Precision of the grown
-stages").
+130 and SGEMM 248 GFLOP/s; ``docs/tuning.md``, "A time budget", point 8).
 
-So a budgeted run on float64 data (``dtype`` not given) on the CPU tunes its
-grown stages on a float32 copy of the tuning rows: the objective then takes
-its float32 route (the ``n x m`` arrays in float32, every ``m x m`` matrix
-and every reduction in float64, the jitter of float32 data,
-:func:`nyhopt.solvers.jitter`).  What chooses among the stages stays in
-float64: each stage's validation fit, its held-out error and the final
-model are computed on the float64 rows, so a stage whose float32 tuning
-lost accuracy is measured as such.  Stage 0 (the default run) keeps the
-data's dtype.  A grown stage whose factorization fails in float32 (nearly
-noise-free data can tune :math:`n\lambda` below float32's rounding of
-:math:`S`) is run again from its best point in float64, and the run stays
-in float64 (:meth:`EpochRows.fall_back`).
+So a budgeted run on float64 data (``dtype`` not given) on the CPU tunes a
+grown stage on a float32 copy of its rows where :math:`n m^2 \ge`
+:data:`FLOAT32_FROM` (an epoch of at least about 0.3 s in float64), for the exact
+objectives (``stoch-prop`` keeps the data's dtype: not measured): the
+objective then takes its float32 route (the ``n x m`` arrays in float32,
+every ``m x m`` matrix and every reduction in float64, the jitter of float32
+data, :func:`nyhopt.solvers.jitter`).  What chooses among the stages stays in
+float64: each stage's validation fit, its held-out error and the final model
+are computed on the float64 rows, so a stage whose float32 tuning lost
+accuracy is measured as such.  Stage 0 (the default run) and the last stage
+on all the rows (which no held-out error checks) keep the data's dtype, and
+so do the small stages, where the products are a small part of an epoch and
+float32's rounding of :math:`K_{mm}` and :math:`AA^\top` costs the most
+(nearly duplicate centers, long lengthscales).  The rule is one of sizes,
+not of measured times, so that a replay makes the same choice.
+
+A grown stage whose factorization fails in float32 (nearly noise-free data
+can tune :math:`n\lambda` below float32's rounding of :math:`AA^\top`) is
+run again from its best point in float64, and the run stays in float64
+(:meth:`EpochRows.fall_back`).
 
 Not on the GPU: an H100's float64 and float32 rates of the products are
-alike, and no card was at hand to measure it (``docs/tuning.md``).
-``dtype="float64"`` keeps every stage in float64; ``dtype="float32"``
-tunes and fits everything in float32, as before.
+alike, and no card was at hand to measure it.  ``dtype="float64"`` keeps
+every stage in float64; ``dtype="float32"`` tunes and fits everything in
+float32, as before.
 """
 from __future__ import annotations
 
@@ -36,14 +43,16 @@ import numpy as np
 
 from ...backend import get_namespace, is_cupy_namespace
 
-__all__ = ["GROWN_FLOAT32", "grown_in_float32", "EpochRows"]
+__all__ = ["GROWN_FLOAT32", "FLOAT32_FROM", "grown_in_float32", "EpochRows"]
 
-#: Whether the grown stages of a budgeted run on float64 CPU data tune on a float32 copy of the rows.
+#: Whether the large grown stages of a budgeted run on float64 CPU data tune on a float32 copy of the rows.
 GROWN_FLOAT32 = True
+#: A grown stage tunes in float32 from this :math:`n m^2` on (four products of :math:`4\cdot 10^{10}` flops).
+FLOAT32_FROM = 1e10
 
 
 def grown_in_float32(dtype, X) -> bool:
-    """Whether a budgeted run's grown stages tune in float32 (module notes).
+    """Whether a budgeted run's large grown stages may tune in float32 (module notes).
 
     Parameters
     ----------
@@ -66,12 +75,22 @@ def grown_in_float32(dtype, X) -> bool:
 
 
 class EpochRows:
-    """The rows the grown stages' epochs run on: a float32 copy of the tuning rows, made once per row set.
+    """The rows a grown stage's epochs run on: the tuning rows, or their float32 copy (made once per row set).
 
     Parameters
     ----------
     enabled : bool
         From :func:`grown_in_float32`; when False :meth:`__call__` returns its argument.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rows = EpochRows(True)
+    >>> X = np.zeros((10**6, 2))
+    >>> rows(X, 50, "sgpr").dtype.name, rows(X, 100, "sgpr").dtype.name, rows(X, 100, "sgpr") is rows(X, 200, "prop")
+    ('float64', 'float32', True)
+    >>> rows(X, 100, "stoch-prop") is X
+    True
     """
 
     def __init__(self, enabled):
@@ -79,27 +98,27 @@ class EpochRows:
         self.fell_back = False
         self._source = self._copy = None
 
-    def __call__(self, X):
-        """``X`` as the grown stages tune on it (float32 when enabled; the last copy is reused for the same ``X``)."""
-        if not self.enabled:
+    def wants_float32(self, n, m, name) -> bool:
+        """Whether a stage of objective ``name`` at ``m`` centers on ``n`` rows tunes in float32 (exact objectives)."""
+        return self.enabled and name != "stoch-prop" and float(n) * float(m) ** 2 >= FLOAT32_FROM
+
+    def __call__(self, X, m, name):
+        """``X`` as a stage of ``name`` at ``m`` centers tunes on it (the float32 copy is made once per ``X``)."""
+        if not self.wants_float32(X.shape[0], m, name):
             return X
         if self._source is not X:
             self._source, self._copy = X, np.ascontiguousarray(X, dtype=np.float32)
         return self._copy
 
-    def holds(self, obj) -> bool:
-        """Whether the objective ``obj`` tunes on rows of the grown stages' dtype (float64 again after :meth:`fall_back`)."""
-        if self.enabled:
-            return obj.X.dtype == np.float32
-        return not (self.fell_back and obj.X.dtype == np.float32)
+    def holds(self, obj, m) -> bool:
+        """Whether the objective ``obj`` tunes on rows of the dtype of a stage at ``m`` centers on its rows."""
+        is32 = obj.X.dtype == np.float32
+        if self.wants_float32(obj.n, m, obj.name):
+            return is32
+        return not (is32 and (self.enabled or self.fell_back))
 
     def fall_back(self, obj) -> bool:
-        """After a float32 stage of ``obj`` failed: tune in the data's dtype from now on; True when that is a change.
-
-        A factorization fails in float32 where :math:`n\lambda` is below the
-        rounding of :math:`S` (nearly noise-free data tunes the penalty that
-        low); float64 may still factor it.
-        """
+        """After a float32 stage of ``obj`` failed: tune in the data's dtype from now on; True when that is a change."""
         if not self.enabled or obj.X.dtype != np.float32:
             return False
         self.enabled, self.fell_back = False, True

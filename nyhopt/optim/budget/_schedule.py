@@ -174,9 +174,9 @@ class _Run:
         self.n_tr = X.shape[0]
         self.n_all = self.n_tr + s.X_val.shape[0]
 
-    def objective(self, name):
-        """A new objective ``name`` on the current tuning rows (in the grown stages' dtype, :mod:`._precision`)."""
-        return build_objective(name, self.epoch_rows(self.X_tr), self.enc, self.start.template, self.seed,
+    def objective(self, name, m):
+        """A new objective ``name`` on the tuning rows for a stage at ``m`` centers (its dtype: :mod:`._precision`)."""
+        return build_objective(name, self.epoch_rows(self.X_tr, m, name), self.enc, self.start.template, self.seed,
                                self.a["objective_options"])
 
     # -- costs (measured per tuning row: an epoch and a fit are O(n) in the rows) -------------------
@@ -272,7 +272,7 @@ class _Run:
         self.results.append((loop, obj, model, offset, (wrt, mask, profile)))
         self.losses.append(losses)
         if reason.startswith("failed") and not polish and self.epoch_rows.fall_back(obj):  # again in float64
-            again = self.parts.objective_stage(self.objective(name), self.freeze, self.start.tracker)
+            again = self.parts.objective_stage(self.objective(name, m), self.freeze, self.start.tracker)
             return self.stage(name, *again, loop.best_params, None, allot - (b.now() - t0))
         return loop, reason, err
 
@@ -404,7 +404,7 @@ def _grow_rows(run, params, rows, name, tuned_on=None):
     """``(params, objective)`` on the first ``rows`` training rows; the penalty keeps n lambda (nyhopt.optim.budget._rows)."""
     n_old = run.n_tr if tuned_on is None else tuned_on
     run.use_rows(rows)
-    return rescale_penalty(params, n_old, run.n_tr), run.objective(name)
+    return rescale_penalty(params, n_old, run.n_tr), run.objective(name, params.n_centers)
 
 
 def tune_budgeted(a, parts, run_class=None):
@@ -503,8 +503,8 @@ def tune_budgeted(a, parts, run_class=None):
             if run.rows_for(m_next) > run.n_tr:  # the rows grow with the centers
                 params, obj = _grow_rows(run, params, run.rows_for(m_next), name)
                 obj, wrt, mask, profile = parts.objective_stage(obj, freeze, start.tracker)
-            elif not run.epoch_rows.holds(obj):  # the first growth: on to the float32 rows (._precision)
-                obj, wrt, mask, profile = parts.objective_stage(run.objective(name), freeze, start.tracker)
+            elif not run.epoch_rows.holds(obj, m_next):  # on to float32 rows, or back (._precision)
+                obj, wrt, mask, profile = parts.objective_stage(run.objective(name, m_next), freeze, start.tracker)
             fresh = ADAM_CARRY == "reset" or source is not loop  # another objective's moments do not carry
             state = None if fresh else grow_state(loop.state, m_next, fill=ADAM_CARRY)
             if hasattr(obj, "reset"):  # a warm start of the old size (stoch-prop's CG variable)
