@@ -9,13 +9,13 @@ import pytest
 import nyhopt as nh
 from nyhopt.objectives import make_objective
 from nyhopt.errors import IllConditionedError
-from nyhopt.optim.budget import _clock as _budget, _finish, _schedule as _budgeted
-from nyhopt.optim.budget._precision import EpochRows, grown_in_float32
+from nyhopt.optim.budget import _clock as _budget, _finish, _precision, _schedule as _budgeted
+from nyhopt.optim.budget._precision import FLOAT32_FROM, EpochRows, grown_in_float32
 from nyhopt.params import Params
 from nyhopt.solvers import jitter
 
-from ._bounds import sum_error
-from .test_time_budget import TickClock
+from _bounds import sum_error
+from test_time_budget import TickClock
 
 
 def _problem(n=1500, d=3, seed=0, noise=0.1):
@@ -25,8 +25,7 @@ def _problem(n=1500, d=3, seed=0, noise=0.1):
     return X, y
 
 
-@pytest.fixture
-def built(monkeypatch):
+def _recorder(monkeypatch):
     """The dtype of the rows of every objective a budgeted run builds after its setup, in order; a simulated clock."""
     monkeypatch.setattr(_budget, "CLOCK", TickClock())
     seen = []
@@ -41,6 +40,13 @@ def built(monkeypatch):
     return seen
 
 
+@pytest.fixture
+def built(monkeypatch):
+    """:func:`_recorder`, with float32 from n m^2 = 10^6 on (every grown stage of the small problems here)."""
+    monkeypatch.setattr(_precision, "FLOAT32_FROM", 1e6)
+    return _recorder(monkeypatch)
+
+
 def test_the_switch():
     X = np.zeros((4, 2))
     assert grown_in_float32(None, X)
@@ -53,12 +59,15 @@ def test_epoch_rows_copies_once_per_row_set_and_leaves_the_input_alone():
     X = np.arange(12.0).reshape(6, 2)
     before = X.copy()
     rows = EpochRows(True)
-    a = rows(X)
-    assert a.dtype == np.float32 and a.flags.c_contiguous and rows(X) is a
+    big = int(np.ceil(np.sqrt(FLOAT32_FROM / X.shape[0])))  # the smallest size that tunes in float32
+    assert rows(X, big - 1, "sgpr") is X
+    a = rows(X, big, "sgpr")
+    assert a.dtype == np.float32 and a.flags.c_contiguous and rows(X, 2 * big, "prop") is a
     np.testing.assert_array_equal(a, X.astype(np.float32))
     np.testing.assert_array_equal(X, before)
-    assert rows(X[:3]) is not a  # another row set: another copy
-    assert EpochRows(False)(X) is X
+    assert rows(X[:3], 10 * big, "sgpr") is not a  # another row set: another copy
+    assert rows(X, big, "stoch-prop") is X  # not measured in float32: the data's dtype
+    assert EpochRows(False)(X, big, "sgpr") is X
 
 
 def test_grown_stages_tune_in_float32_and_the_model_stays_float64(built):
@@ -68,6 +77,8 @@ def test_grown_stages_tune_in_float32_and_the_model_stays_float64(built):
     assert grown, "the run grew no stage"
     assert built[0] == ("sgpr", "float64")  # stage 0's second candidate: the data's dtype
     assert ("sgpr", "float32") in built[1:]
+    if res.stages[-1].rows > res.stages[0].rows:  # the last stage on all the rows: no held-out check, float64
+        assert built[-1] == ("sgpr", "float64")
     assert res.model.centers_.dtype == np.float64
     assert res.model.predict(X[:5]).dtype == np.float64
     assert all(not math.isnan(s.validation_error) for s in grown if not s.stop_reason.startswith("failed")
@@ -81,6 +92,14 @@ def test_a_given_dtype_is_kept_in_every_stage(built, dtype):
     assert any(s.centers > 100 for s in res.stages)
     assert {dt for _, dt in built} <= {dtype}
     assert res.model.centers_.dtype == np.dtype(dtype)
+
+
+def test_small_stages_keep_the_data_dtype(monkeypatch):
+    seen = _recorder(monkeypatch)
+    X, y = _problem()
+    res = nh.tune(X, y, time_budget=60, random_state=0, progress=False)
+    assert max(s.centers for s in res.stages) ** 2 * X.shape[0] < FLOAT32_FROM
+    assert {dt for _, dt in seen} == {"float64"}
 
 
 def test_float32_data_is_unchanged(built):
