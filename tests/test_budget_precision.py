@@ -18,7 +18,7 @@ from _bounds import sum_error
 from test_time_budget import TickClock
 
 
-def _problem(n=1500, d=3, seed=0, noise=0.1):
+def _problem(n=800, d=3, seed=0, noise=0.1):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))
     y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] * X[:, 2] + noise * rng.normal(size=n)
@@ -72,7 +72,7 @@ def test_epoch_rows_copies_once_per_row_set_and_leaves_the_input_alone():
 
 def test_grown_stages_tune_in_float32_and_the_model_stays_float64(built):
     X, y = _problem()
-    res = nh.tune(X, y, time_budget=60, random_state=0, progress=False)
+    res = nh.tune(X, y, time_budget=20, random_state=0, progress=False)
     grown = [s for s in res.stages if s.centers > 100]
     assert grown, "the run grew no stage"
     assert built[0] == ("sgpr", "float64")  # stage 0's second candidate: the data's dtype
@@ -88,7 +88,7 @@ def test_grown_stages_tune_in_float32_and_the_model_stays_float64(built):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_a_given_dtype_is_kept_in_every_stage(built, dtype):
     X, y = _problem()
-    res = nh.tune(X, y, time_budget=60, random_state=0, progress=False, dtype=dtype)
+    res = nh.tune(X, y, time_budget=20, random_state=0, progress=False, dtype=dtype)
     assert any(s.centers > 100 for s in res.stages)
     assert {dt for _, dt in built} <= {dtype}
     assert res.model.centers_.dtype == np.dtype(dtype)
@@ -97,14 +97,14 @@ def test_a_given_dtype_is_kept_in_every_stage(built, dtype):
 def test_small_stages_keep_the_data_dtype(monkeypatch):
     seen = _recorder(monkeypatch)
     X, y = _problem()
-    res = nh.tune(X, y, time_budget=60, random_state=0, progress=False)
+    res = nh.tune(X, y, time_budget=20, random_state=0, progress=False)
     assert max(s.centers for s in res.stages) ** 2 * X.shape[0] < FLOAT32_FROM
     assert {dt for _, dt in seen} == {"float64"}
 
 
 def test_float32_data_is_unchanged(built):
     X, y = _problem()
-    nh.tune(X.astype(np.float32), y, time_budget=60, random_state=0, progress=False)
+    nh.tune(X.astype(np.float32), y, time_budget=20, random_state=0, progress=False)
     assert {dt for _, dt in built} <= {"float32"}
 
 
@@ -130,7 +130,7 @@ def test_a_failed_float32_stage_runs_again_in_float64(built, monkeypatch):
 
     monkeypatch.setattr(_budgeted._Run, "stage", stage)
     with pytest.warns(RuntimeWarning, match="failed"):
-        res = nh.tune(X, y, time_budget=60, random_state=0, progress=False)
+        res = nh.tune(X, y, time_budget=20, random_state=0, progress=False)
     reasons = [s.stop_reason for s in res.stages]
     k = next(i for i, r in enumerate(reasons) if r.startswith("failed"))
     assert res.stages[k + 1].centers == res.stages[k].centers  # the same stage again

@@ -180,8 +180,8 @@ def tune(X, y, objective="auto", centers=100, epochs=200, lr=0.05, kernel="gauss
         pass ``task="regression"`` to regress on them.
     dtype : {None, "float32", "float64"}, default None
         dtype of the data during tuning (None keeps the dtype of ``X``;
-        with ``time_budget``, on the CPU, the grown stages of float64 data
-        tune on a float32 copy and the fits stay float64: ``docs/tuning.md``,
+        with ``time_budget``, on the CPU, the large grown stages of float64
+        data tune on a float32 copy and the fits stay float64: ``docs/tuning.md``,
         "A time budget", point 8).  Hyperparameters and optimizer state are
         always float64.
     objective_options : dict, optional

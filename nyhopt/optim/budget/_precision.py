@@ -25,7 +25,12 @@ on all the rows (which no held-out error checks) keep the data's dtype, and
 so do the small stages, where the products are a small part of an epoch and
 float32's rounding of :math:`K_{mm}` and :math:`AA^\top` costs the most
 (nearly duplicate centers, long lengthscales).  The rule is one of sizes,
-not of measured times, so that a replay makes the same choice.
+not of measured times, so that a replay makes the same choice.  The run's
+cost model (:class:`~nyhopt.optim.budget.SizeCost`) counts epochs in float64
+time: a float32 epoch is recorded divided by :data:`FLOAT32_EPOCH`, and a
+projected one multiplied by it, so the sizes planned before the first
+float32 stage (from float64 measurements) and the last stage on all the rows
+(float64, projected from float32 measurements) are costed right.
 
 A grown stage whose factorization fails in float32 (nearly noise-free data
 can tune :math:`n\lambda` below float32's rounding of :math:`AA^\top`) is
@@ -43,12 +48,15 @@ import numpy as np
 
 from ...backend import get_namespace, is_cupy_namespace
 
-__all__ = ["GROWN_FLOAT32", "FLOAT32_FROM", "grown_in_float32", "EpochRows"]
+__all__ = ["GROWN_FLOAT32", "FLOAT32_FROM", "FLOAT32_EPOCH", "grown_in_float32", "EpochRows"]
 
 #: Whether the large grown stages of a budgeted run on float64 CPU data tune on a float32 copy of the rows.
 GROWN_FLOAT32 = True
 #: A grown stage tunes in float32 from this :math:`n m^2` on (four products of :math:`4\cdot 10^{10}` flops).
 FLOAT32_FROM = 1e10
+#: An epoch's time in float32 over its time in float64 where stages switch (``sgpr`` 9.2 / 14.4 s, ``prop``
+#: 11.1 / 16.1 s at n = 36 000, m = 3000): the run's cost model counts in float64 and scales by this.
+FLOAT32_EPOCH = 0.65
 
 
 def grown_in_float32(dtype, X) -> bool:
@@ -94,13 +102,21 @@ class EpochRows:
     """
 
     def __init__(self, enabled):
-        self.enabled = bool(enabled)
+        self.enabled = self.active = bool(enabled)
         self.fell_back = False
         self._source = self._copy = None
 
     def wants_float32(self, n, m, name) -> bool:
         """Whether a stage of objective ``name`` at ``m`` centers on ``n`` rows tunes in float32 (exact objectives)."""
         return self.enabled and name != "stoch-prop" and float(n) * float(m) ** 2 >= FLOAT32_FROM
+
+    def factor(self, n, m, name) -> float:
+        """An epoch's time at ``(n, m)`` over float64's: :data:`FLOAT32_EPOCH` where it tunes in float32, else 1."""
+        return FLOAT32_EPOCH if self.wants_float32(n, m, name) else 1.0
+
+    def in_float64(self, obj, seconds) -> float:
+        """The measured ``seconds`` of an epoch of ``obj``, in float64 terms (the cost model's unit)."""
+        return seconds / FLOAT32_EPOCH if self.active and obj.X.dtype == np.float32 else seconds
 
     def __call__(self, X, m, name):
         """``X`` as a stage of ``name`` at ``m`` centers tunes on it (the float32 copy is made once per ``X``)."""

@@ -158,6 +158,7 @@ class _Run:
         self.margin = 0.03 * budget.seconds + 0.05
         self.rows = None  # a RowPlan when the run tunes on samples of the rows (nyhopt.optim.budget._rows)
         self.epoch_rows = EpochRows(False)  # the grown stages' rows, float32 on the CPU (._precision)
+        self.growing = None  # the objective that grows
 
     # -- the rows (a run on samples of the rows: nyhopt.optim.budget._rows) -------------------------------
     def rows_for(self, m):
@@ -186,7 +187,8 @@ class _Run:
 
     def epoch_seconds(self, m):
         """Projected seconds of one epoch at ``m`` centers (:math:`O(m^2)` at least beyond those measured)."""
-        return self.epoch_cost.predict(m, default=0.0, min_exponent=2.0) * self.per_row(m)
+        rows = self.epoch_rows.factor(self.rows_for(m), m, self.growing)
+        return self.epoch_cost.predict(m, default=0.0, min_exponent=2.0) * self.per_row(m) * rows
 
     def fit_seconds(self, m):
         cost = self.fit_cost.predict(m, default=self.epoch_cost.predict(m, default=0.0, min_exponent=2.0),
@@ -195,10 +197,12 @@ class _Run:
 
     def epoch_here(self, m):
         """Projected seconds of one epoch at ``m`` centers on the current rows (the measured exponent)."""
-        return self.epoch_cost.predict(m, default=0.0) * (1.0 if self.rows is None else self.n_tr / self.n_ref)
+        per_row = 1.0 if self.rows is None else self.n_tr / self.n_ref
+        return self.epoch_cost.predict(m, default=0.0) * per_row * self.epoch_rows.factor(self.n_tr, m, self.growing)
 
-    def add_cost(self, which, m, seconds):
-        """Record a measured cost at ``m`` centers on the current rows."""
+    def add_cost(self, which, m, seconds, obj=None):
+        """Record a measured cost at ``m`` centers on the current rows (an epoch of ``obj``: in float64 time)."""
+        seconds = seconds if obj is None else self.epoch_rows.in_float64(obj, seconds)
         which.add(m, seconds if self.rows is None else seconds * self.n_ref / self.n_tr)
 
     def reserve(self, m, polish=False):
@@ -253,7 +257,7 @@ class _Run:
             min_delta=a["min_delta"], rel_delta=a["rel_delta"], callback=guard, record_terms=a["record_terms"],
             progress=a["progress"], checkpoint=None, signature=None, state=state, status=status)
         if times:
-            self.add_cost(self.epoch_cost, m, statistics.median(times))
+            self.add_cost(self.epoch_cost, m, statistics.median(times), obj)
         reason = "time" if (loop.stop_reason == "callback" and why[0] == "time") else loop.stop_reason
         model, err, losses = None, math.nan, None
         if self.start.X_val is not None and not polish:
@@ -396,7 +400,7 @@ class _Run:
         t0 = b.now()  # the projection from smaller sizes can be far off: time prop's step itself
         obj.value_and_grad(params, wrt=wrt)
         exact = b.now() - t0
-        self.add_cost(self.epoch_cost, int(params.n_centers), exact)
+        self.add_cost(self.epoch_cost, int(params.n_centers), exact, obj)
         return cand if stochastic < SWITCH_FACTOR * exact else None
 
 
@@ -485,7 +489,7 @@ def tune_budgeted(a, parts, run_class=None):
     best_err = run.stages[best_i].validation_error
     name, obj, wrt, mask, profile, loop, reason = candidates[best_i]
     source = candidates[_with_fallback(run, best_i, fallbacks)][5]  # the point the first growth starts from
-    run.max_size = run.max_size_for(name)
+    run.max_size, run.growing = run.max_size_for(name), name
     step, fails, rows_pay = 1, 0, True
     while True:
         m = int(source.best_params.n_centers)
@@ -513,7 +517,7 @@ def tune_budgeted(a, parts, run_class=None):
             if switched is not None:
                 name = "stoch-prop"
                 obj, wrt, mask, profile = parts.objective_stage(switched, freeze, start.tracker)
-                run.max_size = run.max_size_for(name)
+                run.max_size, run.growing = run.max_size_for(name), name
             prev_best = best_err
             can_grow = sizes is None or step + 1 < len(sizes)
             loop, reason, err = run.stage(name, obj, wrt, mask, profile, params, state,
