@@ -57,7 +57,6 @@ import math
 import numbers
 import statistics
 
-
 from ...models._estimator_params import check_feature_names_arg
 from ...backend import get_namespace
 from ...placement import on_cluster
@@ -187,8 +186,8 @@ class _Run:
 
     def epoch_seconds(self, m):
         """Projected seconds of one epoch at ``m`` centers (:math:`O(m^2)` at least beyond those measured)."""
-        rows = self.epoch_rows.factor(self.rows_for(m), m, self.growing)
-        return self.epoch_cost.predict(m, default=0.0, min_exponent=2.0) * self.per_row(m) * rows
+        precision = self.epoch_rows.factor(self.rows_for(m), m, self.growing)
+        return self.epoch_cost.predict(m, default=0.0, min_exponent=2.0) * self.per_row(m) * precision
 
     def fit_seconds(self, m):
         cost = self.fit_cost.predict(m, default=self.epoch_cost.predict(m, default=0.0, min_exponent=2.0),
