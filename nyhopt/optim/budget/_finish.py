@@ -113,10 +113,9 @@ def finish(run, k, freeze, feature_names):
     """The :class:`~nyhopt.optim.TuneResult` of a run whose stage ``k`` won (module notes)."""
     start, parts = run.start, run.parts
     loop, obj, model, offset, _ = run.results[k]
-    extra, rows = {}, None
+    extra = {}
     if run.rows is not None:
-        model, params, rows = final_on_rows(run, k)
-        extra["final_rows"] = rows
+        model, params, extra["final_rows"] = final_on_rows(run, k)
     else:
         if run.internal:
             X_all, y_all = concat_rows(start.X, start.X_val), concat_rows(start.y, start.y_val)

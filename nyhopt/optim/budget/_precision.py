@@ -102,8 +102,7 @@ class EpochRows:
     """
 
     def __init__(self, enabled):
-        self.enabled = self.active = bool(enabled)
-        self.fell_back = False
+        self.enabled = self.active = bool(enabled)  # active: the run's float32 objectives are this copy's
         self._source = self._copy = None
 
     def wants_float32(self, n, m, name) -> bool:
@@ -131,11 +130,11 @@ class EpochRows:
         is32 = obj.X.dtype == np.float32
         if self.wants_float32(obj.n, m, obj.name):
             return is32
-        return not (is32 and (self.enabled or self.fell_back))
+        return not (is32 and self.active)
 
     def fall_back(self, obj) -> bool:
         """After a float32 stage of ``obj`` failed: tune in the data's dtype from now on; True when that is a change."""
         if not self.enabled or obj.X.dtype != np.float32:
             return False
-        self.enabled, self.fell_back = False, True
+        self.enabled = False
         return True
