@@ -6,7 +6,7 @@ import pytest
 import scipy.linalg as sla
 
 from nyhopt.backend import _blas
-from nyhopt.backend._blas import gemm_update, potrf, trmm, trsm
+from nyhopt.backend._blas import gemm_update, potrf, potri, trsm
 from nyhopt.backend._threads import _openblas_local_setter, cpu_threads
 
 TOL = {np.float64: 1e-12, np.float32: 2e-5}
@@ -47,28 +47,25 @@ def test_trsm_matches_scipy_and_leaves_inputs(backend, rng, dtype, lower, trans,
 
 
 @pytest.mark.parametrize(
-    "dtype, lower, trans, right, t_fortran, b_fortran",
-    list(itertools.product([np.float64, np.float32], [True, False], [False, True], [False, True], [False, True],
-                           [False, True])),
+    "dtype, lower, trans, b_layout",
+    list(itertools.product([np.float64, np.float32], [True, False], [False, True], ["C", "F", "view"])),
 )
-def test_trmm_matches_dense_product_and_leaves_inputs(backend, rng, dtype, lower, trans, right, t_fortran,
-                                                       b_fortran):
-    k = 7
-    T = rng.standard_normal((k, k)).astype(dtype)  # both triangles filled: only one may be read
-    if t_fortran:
-        T = np.asfortranarray(T)
-    B = rng.standard_normal((5, k) if right else (k, 5)).astype(dtype)
-    if b_fortran:
-        B = np.asfortranarray(B)
-    T0, B0 = T.copy(), B.copy()
-    Tt = (np.tril(T) if lower else np.triu(T)).astype(np.float64)
-    op = Tt.T if trans else Tt
-    want = -2.0 * (B.astype(np.float64) @ op if right else op @ B.astype(np.float64))
-    got = trmm(T, B, lower=lower, trans=trans, right=right, alpha=-2.0)
-    assert got.dtype == dtype and got.flags.c_contiguous and got.shape == B.shape
-    np.testing.assert_allclose(got, want, rtol=TOL[dtype], atol=TOL[dtype] * np.abs(want).max())
-    np.testing.assert_array_equal(T, T0)
+def test_trsm_from_the_right(backend, rng, dtype, lower, trans, b_layout):
+    k = 9
+    T = rng.standard_normal((k, k)) + 4 * np.eye(k)
+    T = (np.tril(T) if lower else np.triu(T)).astype(dtype)
+    B = rng.standard_normal((5, 2 * k) if b_layout == "view" else (5, k)).astype(dtype)
+    B = B[:, :k] if b_layout == "view" else (np.asfortranarray(B) if b_layout == "F" else B)
+    B0 = B.copy()
+    want = B.astype(np.float64) @ np.linalg.inv(T.astype(np.float64).T if trans else T.astype(np.float64))
+    got = trsm(T, B, lower=lower, trans=trans, right=True)
+    assert got.shape == B.shape and got.dtype == dtype
+    np.testing.assert_allclose(got, want, rtol=TOL[dtype], atol=TOL[dtype])
     np.testing.assert_array_equal(B, B0)
+    got = trsm(T, B, lower=lower, trans=trans, right=True, overwrite_b=True)
+    np.testing.assert_allclose(got, want, rtol=TOL[dtype], atol=TOL[dtype])
+    if backend == "numpy-blas":  # solved in place
+        np.testing.assert_allclose(B, want, rtol=TOL[dtype], atol=TOL[dtype])
 
 
 def test_trsm_reads_only_its_triangle(backend, rng):
@@ -96,6 +93,29 @@ def test_potrf_matches_scipy(backend, rng, dtype, lower):
 def test_potrf_raises_on_indefinite(backend):
     with pytest.raises(np.linalg.LinAlgError):
         potrf(np.diag([1.0, -1.0, 2.0]))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("t_fortran", [False, True])
+def test_potri_is_the_symmetric_inverse(backend, rng, dtype, lower, t_fortran):
+    A = rng.standard_normal((12, 12))
+    M = A @ A.T + 12 * np.eye(12)
+    F = sla.cholesky(M, lower=lower)
+    F = (F + (np.triu if lower else np.tril)(rng.standard_normal((12, 12)), 1 if lower else -1)).astype(dtype)
+    if t_fortran:
+        F = np.asfortranarray(F)
+    F0 = F.copy()
+    got = potri(F, lower=lower)  # the junk in the other triangle is not read
+    assert got.dtype == dtype and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, got.T)
+    np.testing.assert_allclose(got, np.linalg.inv(M), rtol=TOL[dtype] * 10, atol=TOL[dtype])
+    np.testing.assert_array_equal(F, F0)
+
+
+def test_potri_raises_on_a_singular_factor(backend):
+    with pytest.raises(np.linalg.LinAlgError):
+        potri(np.diag([1.0, 0.0, 2.0]))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -210,7 +210,7 @@ class SmallAlgebraP1:
         fac = self.fac
         mm = SmallAlgebra(fac.L, fac.C, fac.S, np)
         with cpu_threads("pool"), pool_phase(workers):
-            mm.prefetch("CiS", "M2Linv", "FTSF", "SMinv", "LSL", alongside=lambda: _exact.fit(fac, self.Y, np))
+            mm.prefetch("M2", "MSM", "SMinv", alongside=lambda: _exact.fit(fac, self.Y, np))
 
 
 class GrownStageEpoch:

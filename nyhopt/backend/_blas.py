@@ -11,10 +11,10 @@ the same products plus two 200 x 200 SciPy factorizations).  Keeping every
 CPU BLAS/LAPACK call of nyhopt in NumPy's library removes the contention:
 
 * products are NumPy's ``@``; Cholesky factors are :func:`numpy.linalg.cholesky`;
-* Cholesky factors written in place (:func:`potrf`), triangular solves
-  (:func:`trsm`; NumPy has no public one), triangular products
-  (:func:`trmm`) and in-place ``C += A B^T`` updates (:func:`gemm_update`) call the LAPACKE/CBLAS symbols of NumPy's
-  bundled OpenBLAS through :mod:`ctypes`.
+* Cholesky factors written in place (:func:`potrf`), inverses from a
+  Cholesky factor (:func:`potri`), triangular solves (:func:`trsm`; NumPy
+  has no public one) and in-place ``C += A B^T`` updates (:func:`gemm_update`)
+  call the LAPACKE/CBLAS symbols of NumPy's bundled OpenBLAS through :mod:`ctypes`.
 
 When NumPy's BLAS cannot be located (NumPy built against MKL, Accelerate or
 a system BLAS), these functions fall back to :mod:`scipy.linalg`; results are
@@ -39,7 +39,7 @@ import os
 
 import numpy as np
 
-__all__ = ["potrf", "trsm", "trmm", "gemm_update", "numpy_blas_available"]
+__all__ = ["potrf", "potri", "trsm", "gemm_update", "numpy_blas_available"]
 
 # CBLAS enumerations.
 _ROW_MAJOR, _NO_TRANS, _TRANS, _UPPER, _LOWER, _NON_UNIT, _LEFT, _RIGHT = 101, 111, 112, 121, 122, 131, 141, 142
@@ -50,25 +50,22 @@ _COL_MAJOR = 102
 
 
 class _Cblas:
-    """``?potrf``, ``?trsm``, ``?trmm`` and ``?gemm`` of one loaded library, for float32 and float64."""
+    """``?potrf``, ``?potri``, ``?trsm`` and ``?gemm`` of one loaded library, for float32 and float64."""
 
     def __init__(self, lib, pattern, blasint):
-        self.trsm, self.trmm, self.gemm, self.potrf = {}, {}, {}, {}
+        self.trsm, self.gemm, self.potrf, self.potri = {}, {}, {}, {}
         enum = ctypes.c_int
         for prefix, ctype in (("s", ctypes.c_float), ("d", ctypes.c_double)):
             dtype = np.dtype(np.float32 if prefix == "s" else np.float64)
-            fn = getattr(lib, pattern.format("LAPACKE_" + prefix + "potrf"))
-            fn.restype = blasint
-            fn.argtypes = [enum, ctypes.c_char, blasint, ctypes.c_void_p, blasint]
-            self.potrf[dtype] = fn
+            for name, table in (("potrf", self.potrf), ("potri", self.potri)):
+                fn = getattr(lib, pattern.format("LAPACKE_" + prefix + name))
+                fn.restype = blasint
+                fn.argtypes = [enum, ctypes.c_char, blasint, ctypes.c_void_p, blasint]
+                table[dtype] = fn
             fn = getattr(lib, pattern.format("cblas_" + prefix + "trsm"))
             fn.restype = None
             fn.argtypes = [enum] * 5 + [blasint] * 2 + [ctype, ctypes.c_void_p, blasint, ctypes.c_void_p, blasint]
             self.trsm[dtype] = fn
-            fn = getattr(lib, pattern.format("cblas_" + prefix + "trmm"))
-            fn.restype = None
-            fn.argtypes = [enum] * 5 + [blasint] * 2 + [ctype, ctypes.c_void_p, blasint, ctypes.c_void_p, blasint]
-            self.trmm[dtype] = fn
             fn = getattr(lib, pattern.format("cblas_" + prefix + "gemm"))
             fn.restype = None
             fn.argtypes = ([enum] * 3 + [blasint] * 3 + [ctype, ctypes.c_void_p, blasint, ctypes.c_void_p, blasint,
@@ -184,19 +181,63 @@ def potrf(M, *, lower=True, overwrite=False):
     return F
 
 
-def trsm(T, B, *, lower=True, trans=False, overwrite_b=False):
-    """``op(T)^{-1} B`` for a triangular ``T`` (k, k) and ``B`` (k, r) or (k,).
+def potri(F, *, lower=True):
+    """:math:`M^{-1}` from the Cholesky factor ``F`` of :math:`M` (LAPACK ``potri``, :math:`2k^3/3` flops).
+
+    Parameters
+    ----------
+    F : ndarray (k, k), float32 or float64
+        :math:`M = FF^T` with ``F`` lower triangular (``lower``), or
+        :math:`M = F^TF` with ``F`` upper triangular; only that triangle is read.
+    lower : bool, default True
+
+    Returns
+    -------
+    ndarray (k, k)
+        A new C-contiguous :math:`M^{-1}`, exactly symmetric (LAPACK computes
+        one triangle, mirrored into the other).
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        If ``F`` has a zero on its diagonal.
+    """
+    cb = _cblas()
+    dtype = np.result_type(F.dtype, np.float32)
+    if cb is None or dtype not in cb.potri:
+        from scipy.linalg.lapack import get_lapack_funcs
+
+        fn = get_lapack_funcs("potri", (np.asarray(F, dtype=dtype),))
+        out, info = fn(np.asarray(F, dtype=dtype), lower=lower)
+        out = np.ascontiguousarray(out)
+    else:
+        out = np.array(F, dtype=dtype, order="C")
+        k = out.shape[0]
+        # Read column-major, the C-ordered buffer is F^T: the triangle names swap (as in potrf).
+        info = cb.potri[dtype](_COL_MAJOR, b"U" if lower else b"L", k, _ptr(out), k) if k else 0
+    if info != 0:
+        raise np.linalg.LinAlgError(f"LAPACK potri: {'singular factor' if info > 0 else 'illegal argument'} "
+                                    f"({info})")
+    _zero_triangle(out, keep_lower=lower)
+    out += (np.tril(out, -1) if lower else np.triu(out, 1)).T
+    return out
+
+
+def trsm(T, B, *, lower=True, trans=False, right=False, overwrite_b=False):
+    """``op(T)^{-1} B`` (``B op(T)^{-1}`` with ``right``) for a triangular ``T`` (k, k).
 
     Parameters
     ----------
     T : ndarray (k, k)
         Triangular matrix; only the triangle named by ``lower`` is read.
-    B : ndarray (k, r) or (k,)
+    B : ndarray (k, r) or (k,); (r, k) with ``right``
         Right-hand sides.
     lower : bool, default True
         Whether ``T`` is lower (else upper) triangular.
     trans : bool, default False
         Solve with :math:`T^T` instead of :math:`T`.
+    right : bool, default False
+        Solve from the right: :math:`X\\,\\mathrm{op}(T) = B`.
     overwrite_b : bool, default False
         Allow the result to be written into ``B`` (it is, when ``B`` is
         contiguous and of the common dtype).
@@ -204,8 +245,10 @@ def trsm(T, B, *, lower=True, trans=False, overwrite_b=False):
     Returns
     -------
     ndarray
-        :math:`\\mathrm{op}(T)^{-1} B` in the result dtype of ``T`` and ``B``.
+        :math:`\\mathrm{op}(T)^{-1} B` (:math:`B\\,\\mathrm{op}(T)^{-1}`) in the result dtype of ``T`` and ``B``.
     """
+    if right:  # X op(T) = B  <=>  op(T)^T X^T = B^T
+        return trsm(T, B.T, lower=lower, trans=not trans, overwrite_b=overwrite_b).T
     dtype = np.result_type(T.dtype, B.dtype, np.float32)
     cb = _cblas()
     if cb is None or dtype not in cb.trsm:
@@ -239,48 +282,6 @@ def trsm(T, B, *, lower=True, trans=False, overwrite_b=False):
     res = Bc.T if b_flipped else Bc
     if not np.shares_memory(res, out2):
         out2[...] = res
-    return out
-
-
-def trmm(T, B, *, lower=True, trans=False, right=False, alpha=1.0):
-    """``alpha * op(T) @ B`` (or ``alpha * B @ op(T)`` with ``right``) for a triangular ``T`` (k, k).
-
-    Parameters
-    ----------
-    T : ndarray (k, k), float64 or float32
-        Triangular matrix; only the triangle named by ``lower`` is read (the
-        other is taken as zero).
-    B : ndarray (k, r), or (r, k) with ``right``
-        Not modified.
-    lower : bool, default True
-    trans : bool, default False
-        Use :math:`T^T` instead of :math:`T`.
-    right : bool, default False
-        Multiply from the right.
-    alpha : float, default 1.0
-
-    Returns
-    -------
-    ndarray
-        A new C-contiguous array in the result dtype of ``T`` and ``B``: the
-        product in BLAS ``trmm`` (half the flops of a general product).
-    """
-    dtype = np.result_type(T.dtype, B.dtype, np.float32)
-    out = np.array(B, dtype=dtype, order="C")
-    cb = _cblas()
-    if cb is None or dtype not in cb.trmm or out.ndim != 2:
-        Tt = np.tril(T) if lower else np.triu(T)
-        Tt = Tt.T if trans else Tt
-        return np.asarray(alpha * (out @ Tt if right else Tt @ out), dtype=dtype)
-    Tc, t_flipped, ldt = _row_major(np.asarray(T, dtype=dtype))
-    if Tc is None:
-        Tc, t_flipped, ldt = np.ascontiguousarray(T, dtype=dtype), False, T.shape[0]
-    uplo = _LOWER if lower != t_flipped else _UPPER
-    op = _TRANS if trans != t_flipped else _NO_TRANS
-    r, c = out.shape
-    if out.size:
-        cb.trmm[dtype](_ROW_MAJOR, _RIGHT if right else _LEFT, uplo, op, _NON_UNIT, r, c, alpha, _ptr(Tc), ldt,
-                       _ptr(out), max(c, 1))
     return out
 
 

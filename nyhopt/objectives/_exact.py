@@ -15,8 +15,10 @@ Every cotangent on :math:`K` produced here has the form
 :math:`G_{nm} = A^T W + \\sum_k P_k Q_k^T` with :math:`W` (m x m) and thin
 :math:`P_k` (n x p): because :math:`K = A^T L^T`, a product :math:`K V`
 is :math:`A^T (L^T V)`.  :class:`CotangentBuilder` accumulates :math:`W`,
-the thin pairs, :math:`G_{mm}` and :math:`g_\\lambda`.  On the CPU it hands
-:math:`G_{nm}` to the kernel adjoint in this factored form
+the thin pairs, :math:`G_{mm}` and :math:`g_\\lambda`; the dense parts as
+:math:`W = \\tilde W L^{-1}`, :math:`G_{mm} = L^{-T}\\tilde G L^{-1}` with
+:math:`L^{-1}` applied once (:meth:`nyhopt.objectives._mm.SmallAlgebra.unwhiten`).
+On the CPU it hands :math:`G_{nm}` to the kernel adjoint in this factored form
 (:func:`nyhopt.ops.adjoint_factored`), which forms and contracts it one
 block of rows at a time, so it is never stored; on the GPU it is formed
 with a single ``n x m x m`` product.
@@ -149,9 +151,8 @@ class Factors(NamedTuple):
         asked to keep it (the Gaussian kernel's adjoint reads it instead of
         evaluating the kernel again); None otherwise.
     mm : SmallAlgebra
-        The ``m x m`` matrices built from :math:`L^{-1}` and :math:`C^{-1}`,
-        computed on first use and shared by the value and the gradient
-        (:mod:`nyhopt.objectives._mm`).
+        The ``m x m`` matrices built from :math:`M^{-1}`, computed on first use
+        and shared by the value and the gradient (:mod:`nyhopt.objectives._mm`).
     targets, AY : arrays (n, p), (m, p) float64, or None
         The ``targets`` given to :func:`factorize` and :math:`A\\,\\mathrm{targets}`,
         computed by the Gram product (:func:`fit` of these targets reads it).
@@ -321,14 +322,12 @@ def fit(fac: Factors, Y, xp) -> Fit:
 
 
 def trace_hat(fac: Factors, xp) -> float:
-    """:math:`D = \\mathrm{Tr}\\,H = \\mathrm{Tr}(C^{-1} S C^{-T})` (a sum of non-negative terms).
+    """:math:`D = \\mathrm{Tr}\\,H = \\mathrm{Tr}(M^{-1}S) = \\sum_{ij} (M^{-1})_{ij} S_{ij}`.
 
-    Summed as :math:`\\sum_{ij} (C^{-1}S)_{ij} (C^{-1})_{ij}`, row by row the
-    diagonal of :math:`C^{-1}SC^{-T}`; :math:`C^{-1}` and :math:`C^{-1}S` are
-    kept in ``fac.mm``.
+    :math:`M^{-1}` is kept in ``fac.mm``.  Not :math:`m - n\\lambda\\,\\mathrm{Tr}\\,M^{-1}`,
+    which loses its relative accuracy when :math:`n\\lambda` dominates :math:`S`.
     """
-    mm = fac.mm
-    return float(xp.sum(mm.get("CiS") * mm.get("Ci")))
+    return float(xp.sum(fac.mm.get("Minv") * fac.S))
 
 
 def trace_nystrom(fac: Factors, xp) -> float:
@@ -373,27 +372,49 @@ class CotangentBuilder:
         self.fac, self.Y, self.fit, self.xp = fac, Y, fit, xp
         m = fac.L.shape[0]
         self.W = None  # dense part of W (m, m) float64, or None
+        self.Wt = self.Gt = None  # whitened parts (m, m) or None: W += Wt L^{-1}, Gmm += L^{-T} Gt L^{-1}
         self.W_thin = []  # (U (m, r), V (m, r)): W += U V^T
         self.Gmm = xp.zeros((m, m), dtype=xp.float64)
         self.glam = 0.0
         self.glog = 0.0  # d / d log(lam), see Cotangents.log_penalty
         self.thin = []  # (P (n, r) data dtype, Q (m, r) float64): G_nm += P Q^T
         self.products = []  # (B (n, r) data dtype, u (n,) or None, V (r, m) float64): G_nm += diag(u) B V
-        self._cache = {}
 
-    # m x m helpers, shared with the value through the factorization
-    def get(self, key):
-        """An ``m x m`` matrix of :attr:`Factors.mm` (e.g. ``"Linv"`` = :math:`L^{-1}`), or ``"Minv"`` = :math:`M^{-1}`."""
-        if key == "Minv":
-            if key not in self._cache:
-                Ci = self.fac.mm.get("Ci")
-                self._cache[key] = Ci.T @ Ci
-            return self._cache[key]
-        return self.fac.mm.get(key)
+    def add_whitened(self, W=None, G=None):
+        """Add :math:`G_{nm} \\mathrel{+}= A^T W L^{-1}` and :math:`G_{mm} \\mathrel{+}= L^{-T} G L^{-1}`.
 
-    def add_W(self, W):
-        """Add a dense :math:`W` (m, m): :math:`G_{nm} \\mathrel{+}= A^T W`."""
-        self.W = W.copy() if self.W is None else self.W + W
+        ``W``, ``G``: new (m, m) float64 arrays (kept, and added to in place),
+        scalars (that multiple of the identity) or None.  They are summed
+        here; :math:`L^{-1}` is applied once to the sums when the cotangents
+        are formed.
+        """
+        self.Wt, self.Gt = self._plus(self.Wt, W), self._plus(self.Gt, G)
+
+    def _plus(self, acc, a):
+        """``acc + a``, in place in ``acc`` unless None; a scalar ``a`` is ``a I``."""
+        if a is None:
+            return acc
+        if getattr(a, "ndim", 0) == 0:
+            if acc is None:
+                acc = self.xp.zeros_like(self.Gmm)
+            idx = self.xp.arange(acc.shape[0])
+            acc[idx, idx] += a
+            return acc
+        if acc is None:
+            return a
+        acc += a
+        return acc
+
+    def _unwhiten(self):
+        """Fold the whitened parts into :attr:`W` and :attr:`Gmm` (:meth:`SmallAlgebra.unwhiten`)."""
+        if self.Wt is None and self.Gt is None:
+            return
+        W, G = self.fac.mm.unwhiten(self.Wt, self.Gt)
+        self.Wt = self.Gt = None
+        if W is not None:
+            self.W = W if self.W is None else self.W + W
+        if G is not None:
+            self.Gmm += G
 
     def add_product(self, B, V, u=None):
         """Add :math:`G_{nm} \\mathrel{+}= \\mathrm{diag}(u) B V` for ``B`` (n, r), ``V`` (r, m).
@@ -455,36 +476,33 @@ class CotangentBuilder:
 
         :math:`G_{nm} = 2n\\lambda A^T M^{-2} L^{-1}`,
         :math:`G_{mm} = -n\\lambda L^{-T} M^{-1} S M^{-1} L^{-1}`,
-        :math:`g_\\lambda = -n\\,\\mathrm{Tr}(M^{-2} S)`.
+        :math:`g_\\lambda = -n\\,\\mathrm{Tr}(M^{-1} S M^{-1})`.
         """
         fac, xp, mm = self.fac, self.xp, self.fac.mm
-        mm.prefetch("M2Linv", "FTSF", "SMinv")
-        self.add_W((2.0 * coef * fac.n_lam) * mm.get("M2Linv"))
-        # L^{-T} M^{-1} S M^{-1} L^{-1} = P^T S P with P = M^{-1} L^{-1}
-        self.Gmm -= (coef * fac.n_lam) * mm.get("FTSF")
-        self.glam -= coef * fac.n * float(xp.sum(mm.get("Minv") * mm.get("SMinv").T))  # Tr(M^{-1} S M^{-1})
+        mm.prefetch("M2", "MSM")
+        MSM = mm.get("MSM")
+        self.add_whitened((2.0 * coef * fac.n_lam) * mm.get("M2"), -(coef * fac.n_lam) * MSM)
+        self.glam -= coef * fac.n * float(xp.trace(MSM))
 
     def add_trace_nystrom(self, coef=1.0):
         """Add ``coef * dQ`` for :math:`Q = \\mathrm{Tr}(K\\tilde K^{-1}K^T) = \\mathrm{Tr}\\,S`.
 
         :math:`G_{nm} = 2A^T L^{-1}`, :math:`G_{mm} = -L^{-T} S L^{-1}`, :math:`g_\\lambda = 0`.
         """
-        self.add_W((2.0 * coef) * self.get("Linv"))
-        self.Gmm -= coef * self.get("LSL")
+        self.add_whitened(2.0 * coef, -coef * self.fac.S)
 
     def add_logdet_M(self, coef=1.0):
         """Add ``coef * d log det M`` (:math:`\\log\\det M = \\log\\det B - \\log\\det\\tilde K`).
 
         :math:`G_{nm} = 2A^T M^{-1} L^{-1}`,
-        :math:`G_{mm} = n\\lambda L^{-T}M^{-1}L^{-1} - L^{-T}L^{-1}`,
+        :math:`G_{mm} = L^{-T}(n\\lambda M^{-1} - I)L^{-1}`,
         :math:`g_\\lambda = n\\,\\mathrm{Tr}\\,M^{-1}`.
         """
-        fac, xp, mm = self.fac, self.xp, self.fac.mm
-        mm.prefetch("MinvLinv", "FtF", "LtL")
-        self.add_W((2.0 * coef) * mm.get("MinvLinv"))
-        self.Gmm += coef * sym(fac.n_lam * mm.get("FtF") - mm.get("LtL"))
-        Ci = mm.get("Ci")
-        self.glam += coef * fac.n * float(xp.sum(Ci * Ci))  # Tr M^{-1} = ||C^{-1}||_F^2
+        fac, xp = self.fac, self.xp
+        Minv = fac.mm.get("Minv")
+        self.add_whitened((2.0 * coef) * Minv, (coef * fac.n_lam) * Minv)
+        self.add_whitened(G=-coef)
+        self.glam += coef * fac.n * float(xp.trace(Minv))
 
     def add_penalty(self, g):
         """Add a direct partial derivative with respect to :math:`\\lambda`."""
@@ -499,7 +517,8 @@ class CotangentBuilder:
         self.glog += float(g)
 
     def dense_W(self):
-        """:math:`W` with its thin parts folded in (m, m) float64, or None when zero."""
+        """:math:`W` with its whitened and thin parts folded in (m, m) float64, or None when zero."""
+        self._unwhiten()
         W = self.W
         for U, V in self.W_thin:
             W = U @ V.T if W is None else W + U @ V.T
@@ -534,6 +553,7 @@ class CotangentBuilder:
         otherwise low rank :math:`[P_k \\mid A^T U_j][Q_k \\mid V_j]^T`.
         """
         xp, At = self.xp, self.fac.At
+        self._unwhiten()
         if self.W is None and not self.products:
             thin, wthin = self._merged(self.thin), self._merged(self.W_thin)
             Ps, Qs = [P for P, _ in thin], [Q for _, Q in thin]
@@ -576,6 +596,7 @@ class CotangentBuilder:
         contracts ``G`` one block of rows at a time, and reads the kernel
         matrix kept by :func:`factorize` (:attr:`Factors.KT`) when there is one.
         """
+        self._unwhiten()
         if self.W is None and not self.products:
             kc = self.cotangent_nm(X)  # low rank
             return kc if self.fac.KT is None else kc._replace(KT=self.fac.KT)
@@ -591,6 +612,7 @@ class CotangentBuilder:
         On the CPU the cotangent on :math:`k(X, Z)` is in factored form
         (:meth:`cotangent_factored`); on the GPU it is dense (:meth:`cotangent_nm`).
         """
+        self._unwhiten()
         nm_block = self.cotangent_nm(X) if is_cupy_namespace(self.xp) else self.cotangent_factored(X)
         nm = (nm_block,) + tuple(extra_nm)
         return Cotangents(nm=nm, mm=sym(self.Gmm), penalty=self.glam, log_penalty=self.glog)

@@ -2,32 +2,31 @@
 
 With the factors of :mod:`nyhopt.objectives._exact` (:math:`\\tilde K = LL^T`,
 :math:`S = AA^T`, :math:`M = S + n\\lambda I = CC^T`), the values and
-gradients of the exact objectives need a handful of ``m x m`` matrices built
-from the two triangular inverses :math:`L^{-1}` and :math:`C^{-1}`:
+gradients of the exact objectives need a few ``m x m`` matrices built from
+:math:`M^{-1}`:
 
-============ ===================================================== ===========================
-key          matrix                                                product
-============ ===================================================== ===========================
-``Linv``     :math:`L^{-1}`                                        ``trsm`` on the identity
-``Ci``       :math:`C^{-1}`                                        ``trsm`` on the identity
-``CiS``      :math:`C^{-1}S`                                       ``trmm``
-``Minv``     :math:`M^{-1} = C^{-T}C^{-1}`                         symmetric rank-k
-``MinvLinv`` :math:`P = M^{-1}L^{-1}`                              ``trmm``
-``SMinv``    :math:`SM^{-1}`                                       ``gemm``
-``M2Linv``   :math:`M^{-2}L^{-1} = M^{-1}P`                        ``gemm``
-``SP``       :math:`SP`                                            ``gemm``
-``FTSF``     :math:`P^TSP = L^{-T}M^{-1}SM^{-1}L^{-1}`             ``gemm``
-``SLinv``    :math:`SL^{-1}`                                       ``trmm``
-``LSL``      :math:`L^{-T}SL^{-1}`                                 ``trmm``
-``FtF``      :math:`L^{-T}P = L^{-T}M^{-1}L^{-1}`                  ``trmm``
-``LtL``      :math:`L^{-T}L^{-1} = \\tilde K^{-1}`                  symmetric rank-k
-``F``        :math:`C^{-1}L^{-1}`                                  ``trmm``
-``Q``        :math:`C^{-1}C^{-T}`                                  symmetric rank-k
-============ ===================================================== ===========================
+============ ============================================ ==========================================
+key          matrix                                       computed as (flops, :math:`m^3` units)
+============ ============================================ ==========================================
+``Minv``     :math:`M^{-1}`                               ``potri`` on :math:`C` (2/3)
+``M2``       :math:`M^{-2}`                               :math:`(M^{-1})^T M^{-1}`, symmetric rank-k (1)
+``SMinv``    :math:`SM^{-1}`                              ``gemm`` (2)
+``MSM``      :math:`M^{-1}SM^{-1}`                        ``gemm`` (2)
+``F``        :math:`C^{-1}L^{-1}` (``loocv``)             ``trsm`` on the identity, then from the right (2)
+============ ============================================ ==========================================
 
-:class:`SmallAlgebra` computes each on first use and keeps it, so the value
-and the gradient of one evaluation share them (the value's
-:math:`\\mathrm{Tr}\\,H = \\langle C^{-1}S, C^{-1}\\rangle` computes :math:`C^{-1}`,
+Every dense cotangent of the exact objectives is :math:`G_{nm} = A^T\\tilde W
+L^{-1}`, :math:`G_{mm} = L^{-T}\\tilde G L^{-1}` with :math:`\\tilde W`,
+:math:`\\tilde G` combinations of these matrices, :math:`S` and :math:`I`
+(the "whitened frame"); :meth:`SmallAlgebra.unwhiten` applies
+:math:`L^{-1}` to their sums once, with three triangular solves
+(:math:`3m^3`), so :math:`L^{-1}` is never formed.  :math:`M^{-1}SM^{-1}`
+is kept a product: :math:`M^{-1} - n\\lambda M^{-2}` loses its relative
+accuracy when :math:`n\\lambda` dominates :math:`S`.
+
+:class:`SmallAlgebra` computes each matrix on first use and keeps it, so the
+value and the gradient of one evaluation share them (the value's
+:math:`\\mathrm{Tr}\\,H = \\langle M^{-1}, S\\rangle` computes :math:`M^{-1}`,
 which the gradient reuses).
 :meth:`SmallAlgebra.prefetch` computes a set of them on nyhopt's worker
 threads in a pool phase (:mod:`nyhopt.backend._parallel`), each worker taking the
@@ -36,31 +35,26 @@ threaded BLAS call to pay, but two of them run side by side, and beside the
 fit of the targets (an ``n``-sized pass that the caller hands over as
 ``alongside``), which would otherwise leave the second core idle.
 
-Every product with a triangular factor is a ``trmm`` (half the flops of a
-general product; :func:`nyhopt.backend._blas.trmm`); on the GPU they are plain
-products (the factors have exact zeros in their other triangle).  All
-matrices are float64.
+On the GPU the same matrices come from plain products and cupyx triangular
+solves.  All matrices are float64.
 """
 from __future__ import annotations
 
 import threading
 
-from ..backend._blas import trmm, trsm
-from ..backend._parallel import active_workers, map_chunks, pool_phase
+import numpy as np
+
+from ..backend._blas import potri, trsm
+from ..backend._parallel import active_workers, map_chunks, map_ranges, min_rows, pool_phase
 from ..backend import is_cupy_namespace
 
 __all__ = ["SmallAlgebra", "DEPENDS"]
 
 #: The matrices each key is computed from.
-DEPENDS = {
-    "Linv": (), "Ci": (), "CiS": ("Ci",), "Minv": ("Ci",), "MinvLinv": ("Minv", "Linv"), "SMinv": ("Minv",),
-    "M2Linv": ("Minv", "MinvLinv"), "SP": ("MinvLinv",), "FTSF": ("MinvLinv", "SP"), "SLinv": ("Linv",),
-    "LSL": ("Linv", "SLinv"), "FtF": ("Linv", "MinvLinv"), "LtL": ("Linv",), "F": ("Ci", "Linv"), "Q": ("Ci",),
-}
+DEPENDS = {"Minv": (), "M2": ("Minv",), "SMinv": ("Minv",), "MSM": ("Minv", "SMinv"), "F": ()}
 _ORDER = tuple(DEPENDS)  # an order in which every matrix follows its inputs
 # Relative cost (a general m x m product is 4): the largest ready matrix goes first.
-_COST = {"Linv": 5, "Ci": 5, "CiS": 3, "Minv": 2, "MinvLinv": 3, "SMinv": 4, "M2Linv": 4, "SP": 4, "FTSF": 4,
-         "SLinv": 3, "LSL": 3, "FtF": 3, "LtL": 2, "F": 3, "Q": 2}
+_COST = {"Minv": 2, "M2": 2, "SMinv": 4, "MSM": 4, "F": 4}
 # The cost of the longest chain from a matrix to the end: the ready matrix with the longest goes first.
 _HEIGHT = {}
 for _k in reversed(_ORDER):
@@ -69,6 +63,12 @@ for _k in reversed(_ORDER):
 
 def _sym(a):
     return 0.5 * (a + a.T)
+
+
+def _into(dst, res):
+    """Write ``res`` into ``dst`` unless it is there already (a solve in place)."""
+    if res is not dst and not np.shares_memory(res, dst):
+        dst[...] = res
 
 
 class SmallAlgebra:
@@ -87,54 +87,62 @@ class SmallAlgebra:
         self._gpu = is_cupy_namespace(xp)
         self._have = {}
 
-    # -- triangular products (trmm on the CPU) ------------------------------------------------
-    def _tmul(self, T, B, trans=False, right=False):
-        """``op(T) @ B`` (``B @ op(T)`` with ``right``) for the lower-triangular ``T``."""
-        if self._gpu:
-            Tt = T.T if trans else T
-            return B @ Tt if right else Tt @ B
-        return trmm(T, B, lower=True, trans=trans, right=right)
+    def _solve(self, T, B, trans=False, right=False, overwrite=False):
+        """``op(T)^{-1} B`` (``B op(T)^{-1}`` with ``right``) for the lower-triangular ``T``."""
+        if not self._gpu:
+            return trsm(T, B, lower=True, trans=trans, right=right, overwrite_b=overwrite)
+        import cupyx.scipy.linalg as sla  # needs the CUDA libraries: only on GPU paths
 
-    def _inverse(self, T):
-        xp = self.xp
-        eye = xp.eye(T.shape[0], dtype=xp.float64)
-        if self._gpu:
-            import cupyx.scipy.linalg as sla  # needs the CUDA libraries: only on GPU paths
-
-            return sla.solve_triangular(T, eye, lower=True)
-        return trsm(T, eye, lower=True, overwrite_b=True)
+        if right:  # X op(T) = B  <=>  op(T)^T X^T = B^T
+            return sla.solve_triangular(T, B.T, trans=0 if trans else 1, lower=True).T
+        return sla.solve_triangular(T, B, trans=1 if trans else 0, lower=True, overwrite_b=overwrite)
 
     def _compute(self, key):
-        g, S = self._have, self.S
-        if key in ("Linv", "Ci"):
-            return self._inverse(self.L if key == "Linv" else self.C)
-        if key == "CiS":
-            return self._tmul(g["Ci"], S)
+        g, S, xp = self._have, self.S, self.xp
         if key == "Minv":
-            return g["Ci"].T @ g["Ci"]
-        if key == "MinvLinv":
-            return self._tmul(g["Linv"], g["Minv"], right=True)
+            if not self._gpu:
+                return potri(self.C, lower=True)
+            Ci = self._solve(self.C, xp.eye(self.C.shape[0], dtype=xp.float64), overwrite=True)
+            return Ci.T @ Ci
+        if key == "M2":
+            return g["Minv"].T @ g["Minv"]  # M^{-1} is symmetric: a symmetric rank-k product
         if key == "SMinv":
             return S @ g["Minv"]
-        if key == "M2Linv":
-            return g["Minv"] @ g["MinvLinv"]
-        if key == "SP":
-            return S @ g["MinvLinv"]
-        if key == "FTSF":
-            return _sym(g["MinvLinv"].T @ g["SP"])
-        if key == "SLinv":
-            return self._tmul(g["Linv"], S, right=True)
-        if key == "LSL":
-            return _sym(self._tmul(g["Linv"], g["SLinv"], trans=True))
-        if key == "FtF":
-            return _sym(self._tmul(g["Linv"], g["MinvLinv"], trans=True))
-        if key == "LtL":
-            return g["Linv"].T @ g["Linv"]
-        if key == "F":
-            return self._tmul(g["Ci"], g["Linv"])
-        if key == "Q":
-            return g["Ci"] @ g["Ci"].T
+        if key == "MSM":
+            return _sym(g["Minv"] @ g["SMinv"])
+        if key == "F":  # C^{-1} L^{-1}
+            Ci = self._solve(self.C, xp.eye(self.C.shape[0], dtype=xp.float64), overwrite=True)
+            return self._solve(self.L, Ci, right=True, overwrite=True)
         raise KeyError(key)
+
+    def unwhiten(self, Wt=None, Gt=None):
+        """:math:`(\\tilde W L^{-1},\\ L^{-T}\\tilde G L^{-1})` for ``Wt`` and ``Gt`` (m, m) float64 or None.
+
+        Three triangular solves, no :math:`L^{-1}`: :math:`[\\tilde W; \\tilde G]L^{-1}`
+        from the right, then :math:`L^{-T}` from the left on its lower block.
+        On the CPU in a pool phase the rows (then the columns) are split over
+        the workers.  A None input gives None.
+        """
+        xp, L = self.xp, self.L
+        parts = [a for a in (Wt, Gt) if a is not None]
+        if not parts:
+            return None, None
+        m = L.shape[0]
+        X = xp.concatenate(parts, axis=0)  # ours: solved in place
+        if self._gpu:
+            X = self._solve(L, X, right=True)
+        else:
+            map_ranges(lambda lo, hi: _into(X[lo:hi], self._solve(L, X[lo:hi], right=True, overwrite=True)),
+                       X.shape[0], min_rows(m))
+        G = None
+        if Gt is not None:
+            G = X[-m:]
+            if self._gpu:
+                G = self._solve(L, G, trans=True)
+            else:
+                map_ranges(lambda lo, hi: _into(G[:, lo:hi], self._solve(L, G[:, lo:hi], trans=True, overwrite=True)),
+                           m, min_rows(m))
+        return (X[:m] if Wt is not None else None), G
 
     def get(self, key):
         """The matrix ``key`` (computed, with what it needs, on first use)."""

@@ -57,7 +57,7 @@ class CReg(Objective):
     def _evaluate(self, ctx):
         xp, n, p, s2 = self.xp, self.n, self.p, self.noise_variance
         # the fit beside the m x m matrices of Tr H (and of the gradient), on the two workers
-        fac, f, mf = factor_and_fit(self, ctx, ("CiS", "M2Linv", "FTSF", "SMinv") if ctx.need_grad else ("CiS",))
+        fac, f, mf = factor_and_fit(self, ctx, ("M2", "MSM") if ctx.need_grad else ("Minv",))
         self.last_intercept = None if mf is None else mf.c
         D = trace_hat(fac, xp) + (0.0 if mf is None else mf.extra_dim)
         terms = {"data_fit": f.rss / (n * p), "effective_dimension": 2.0 * s2 * D / n}

@@ -31,10 +31,12 @@ The first term is the quadratic form of :mod:`nyhopt.objectives.gcv` with
         - n\\lambda\\langle\\Phi, d\\tilde K\\rangle
         - n\\,\\mathrm{Tr}(\\Phi\\tilde K)\\,d\\lambda ,
 
-and in factored form, with :math:`\\Psi = VUV^T` and :math:`X_1 = C^{-1}L^{-1}`:
-:math:`UKB^{-1} = U V^T X_1`, :math:`K\\Phi = A^TC^{-T}\\Psi X_1`,
-:math:`\\Phi = X_1^T\\Psi X_1`, :math:`\\mathrm{Tr}(\\Phi\\tilde K) =
-\\mathrm{Tr}(C^{-T}\\Psi C^{-1})` (since :math:`X_1L = C^{-1}`).  Cost: three more ``n x m x m`` products than
+and in factored form, with :math:`\\Psi = VUV^T`, :math:`X_1 = C^{-1}L^{-1}` and
+:math:`\\Psi_w = C^{-T}\\Psi C^{-1}`:
+:math:`UKB^{-1} = U V^T X_1`, :math:`K\\Phi = A^T\\Psi_wL^{-1}`,
+:math:`\\Phi = L^{-T}\\Psi_wL^{-1}` (the whitened frame of
+:class:`~nyhopt.objectives._exact.CotangentBuilder`), :math:`\\mathrm{Tr}(\\Phi\\tilde K) =
+\\mathrm{Tr}\\,\\Psi_w`.  Cost: three more ``n x m x m`` products than
 :mod:`nyhopt.objectives.prop` (:math:`V`, :math:`\\Psi`, :math:`UV^TX_1`).
 
 Constant mean (``mean="constant"``, not the default: in the quality table of
@@ -53,7 +55,7 @@ the pass that forms :math:`A\\,\\mathrm{diag}(w)R_c`).
 from __future__ import annotations
 
 from ._base import Evaluation, Objective
-from ._exact import CotangentBuilder, gram, solve_lower_copy, sym
+from ._exact import CotangentBuilder, gram, solve_lower_copy, sym, tri_solve
 from ._workspace import workspace_of
 from ._wide import column_sumsq, wide_times_thin
 from ._mean import MeanChain, factor_and_fit
@@ -92,7 +94,7 @@ class LOOCV(Objective):
         xp, n, p = self.xp, self.n, self.p
         f64 = xp.float64
         # the fit beside the m x m matrices of the gradient, on the two workers
-        fac, f, mf = factor_and_fit(self, ctx, ("F", "Q") if ctx.need_grad else ())
+        fac, f, mf = factor_and_fit(self, ctx, ("F",) if ctx.need_grad else ())
         R = f.R if mf is None else mf.R
         At = fac.At
         ws = workspace_of(self, xp)
@@ -129,12 +131,9 @@ class LOOCV(Objective):
             chain.flush(b)
         # 2c Tr(U dH)
         Psi = gram(Vt.T, xp, weights=u)  # V diag(u) V^T
-        mm = fac.mm
-        X1 = mm.get("F")  # C^{-1} L^{-1}
-        PsiX1 = Psi @ X1
-        b.add_W((-4.0 * c) * (mm.get("Ci").T @ PsiX1))
-        b.Gmm -= (2.0 * c * fac.n_lam) * sym(X1.T @ PsiX1)
-        b.add_penalty(-2.0 * c * n * float(xp.sum(Psi * mm.get("Q"))))  # Q = C^{-1} C^{-T}
-        # G_nm += 4c diag(u) V^T X1: formed block by block with the rest of G_nm
-        b.add_product(Vt, (4.0 * c) * X1, u)
+        Psi_w = sym(tri_solve(fac.C, tri_solve(fac.C, Psi, xp, trans=True).T, xp, trans=True))  # C^-T Psi C^-1
+        b.add_whitened((-4.0 * c) * Psi_w, (-2.0 * c * fac.n_lam) * Psi_w)
+        b.add_penalty(-2.0 * c * n * float(xp.trace(Psi_w)))
+        # G_nm += 4c diag(u) V^T X_1, X_1 = C^{-1} L^{-1}: formed block by block with the rest of G_nm
+        b.add_product(Vt, (4.0 * c) * fac.mm.get("F"), u)
         return Evaluation(terms, b.cotangents(self.X))

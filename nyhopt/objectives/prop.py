@@ -119,8 +119,7 @@ class Prop(Objective):
         xp, n, p, s2, lam = self.xp, self.n, self.p, self.noise_variance, ctx.penalty
         c = float(n) ** 2 if self.normalization == "released" else float(n)
         # the fit beside the m x m matrices of Tr H (and of the gradient), on the two workers
-        fac, f, mf = factor_and_fit(self, ctx, ("CiS", "M2Linv", "FTSF", "SMinv", "LSL") if ctx.need_grad
-                                    else ("CiS",))
+        fac, f, mf = factor_and_fit(self, ctx, ("M2", "MSM") if ctx.need_grad else ("Minv",))
         self.last_intercept = None if mf is None else mf.c
         D = trace_hat(fac, xp) + (0.0 if mf is None else mf.extra_dim)
         T = trace_knn(ctx.kernel, self.X, xp) - trace_nystrom(fac, xp)

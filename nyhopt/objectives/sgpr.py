@@ -159,7 +159,7 @@ class SGPR(Objective):
     def _evaluate(self, ctx):
         xp, n, p, a = self.xp, self.n, self.p, ctx.amplitude
         # the fit beside the m x m matrices of the gradient, on the two workers
-        fac, f, mf = factor_and_fit(self, ctx, ("MinvLinv", "FtF", "LtL", "LSL") if ctx.need_grad else ())
+        fac, f, mf = factor_and_fit(self, ctx, ("Minv",) if ctx.need_grad else ())
         m = fac.L.shape[0]
         Yb = self.Y if mf is None else mf.Y
         if mf is not None:
