@@ -6,8 +6,9 @@ standardized on the training rows).  For each budget T of ``--budgets``:
 
 * ``all-rows``: ``tune(X, y, time_budget=T)`` on the N rows (on more than
   40 000 training rows it tunes on row samples grown with the centers and
-  fits the final model on the rows the time buys: ``docs/tuning.md``,
-  "Large data");
+  fits the final model at more centers, on the rows the time buys:
+  ``docs/tuning.md``, "Large data"; the ``final`` column is its
+  centers@rows);
 * ``sample-40k``: the same call on a random 40 000-row sample of the same
   rows (what a user would do by hand);
 * ``default`` (``--default``): ``tune(X, y)`` without a budget, on all rows;
@@ -36,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common  # noqa: E402
 from _robot_arm import robot_arm_split  # noqa: E402
 
-COLUMNS = ["n_train", "method", "budget", "wall_s", "rmse", "nlpd", "coverage", "peak_gib", "stages"]
+COLUMNS = ["n_train", "method", "budget", "wall_s", "rmse", "nlpd", "coverage", "peak_gib", "stages", "final"]
 SAMPLE = 40000
 N_TEST = 10000
 
@@ -88,7 +89,8 @@ def run_one(n, method, budget, seed=0):
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return {"n_train": n, "method": method, "budget": budget or "", "wall_s": wall,
             "rmse": metrics.rmse(yt, mean), "nlpd": metrics.nlpd(yt, mean, std),
-            "coverage": metrics.coverage(yt, mean, std, level=0.95), "peak_gib": peak, "stages": _stages(res)}
+            "coverage": metrics.coverage(yt, mean, std, level=0.95), "peak_gib": peak, "stages": _stages(res),
+            "final": f"{res.params.n_centers}@{res.final_rows or X.shape[0]}"}
 
 
 def main(argv=None):

@@ -9,7 +9,7 @@ import numpy as np
 
 import nyhopt as nh
 from nyhopt.optim.budget import _clock as _budget
-from nyhopt.optim._progress import make_progress
+from nyhopt.optim._progress import announce, make_progress
 
 STATUS = "stage 2: 2356 centers, 9000 rows, held-out RMSE 0.31, 152s left"
 
@@ -65,3 +65,17 @@ def test_a_budgeted_tune_logs_no_epoch_count_and_no_projection(monkeypatch, caps
     for line in lines:
         assert "at most" not in line and "/30" not in line and "epoch " in line, line
         assert len(_time_left_clocks(line)) <= 1, line  # the status's clock only (its words are its own)
+
+
+def test_an_announced_line_goes_where_progress_shows_anything():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    log, quiet, pipe, tty = io.StringIO(), io.StringIO(), io.StringIO(), Tty()
+    announce("log", "final fit: 1000 rows, 200 centers", stream=log)
+    announce(False, "nothing", stream=quiet)
+    announce(True, "a bar only on a terminal", stream=pipe)
+    announce(True, "on a terminal", stream=tty)
+    assert log.getvalue() == "final fit: 1000 rows, 200 centers\n"
+    assert quiet.getvalue() == "" and pipe.getvalue() == "" and tty.getvalue() == "on a terminal\n"

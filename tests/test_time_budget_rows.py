@@ -12,8 +12,8 @@ import pytest
 
 import nyhopt as nh
 from nyhopt import Params
-from nyhopt.optim.budget import _clock as _budget, _rows, _schedule as _budgeted
-from nyhopt.optim.budget._rows import RowPlan, final_rows, rescale_penalty
+from nyhopt.optim.budget import _clock as _budget, _finish, _rows, _schedule as _budgeted
+from nyhopt.optim.budget._rows import RowPlan, final_rows, final_size, rescale_penalty
 
 
 class TickClock:
@@ -72,6 +72,25 @@ def test_final_rows_are_what_the_time_buys():
     assert final_rows(plan, 1.0, 1000, 0.1) == 1000  # never fewer than were tuned on
 
 
+def test_final_size_widens_the_centers_as_far_as_the_time_left_buys():
+    plan = RowPlan(10**6, 5000, np.random.default_rng(0))
+
+    def cost(m, rows):
+        return 1e-11 * rows * m * m
+
+    per_center = _rows.FINAL_ROWS_PER_CENTER
+    top = _rows.FINAL_CENTERS * 1000
+    assert final_size(plan, cost, 1000, 12000, 1e4) == (top, per_center * top)  # FINAL_CENTERS times at most
+    m, rows = final_size(plan, cost, 1000, 12000, 10.0)
+    assert _rows.FINAL_MIN_FACTOR * 1000 <= m < top and rows == per_center * m
+    margin = _rows.FINAL_MARGIN
+    assert margin * cost(m, rows) <= 10.0 < margin * cost(m + 1, per_center * (m + 1))  # the most that fits
+    assert final_size(plan, cost, 2000, 24000, 1e9)[0] == _rows.FINAL_MAX_CENTERS
+    small = RowPlan(20_000, 1000, np.random.default_rng(0))
+    assert final_size(small, cost, 1000, 12000, 1e9) == (top, small.n_train)  # never more rows than there are
+    assert final_size(plan, cost, 1000, 12000, 0.2) == (1000, final_rows(plan, cost(1000, 12000), 12000, 0.2))
+
+
 # -- the run ----------------------------------------------------------------------------------------------
 def test_a_large_run_tunes_on_samples_and_fits_on_more_rows(small_sample):
     X, y = _problem()
@@ -87,6 +106,28 @@ def test_a_large_run_tunes_on_samples_and_fits_on_more_rows(small_sample):
     mean, std = res.model.predict(X[:50], return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(std > 0)
     assert math.sqrt(np.mean((mean - y[:50]) ** 2)) < 0.5
+
+
+def test_the_final_fit_takes_more_centers_where_the_held_out_rows_say_so(small_sample):
+    X, y = _problem()
+    budget = 30.0
+    res = nh.tune(X, y, time_budget=budget, progress=False, standardize=False, random_state=0)
+    tuned = max(s.centers for s in res.stages)
+    assert res.params.n_centers > tuned and res.final_rows >= res.stages[-1].rows
+    assert res.model.centers_.shape[0] == res.params.n_centers
+    # the stages end where the share kept for the final fit begins
+    assert sum(s.seconds for s in res.stages) <= (1.0 - _rows.FINAL_SHARE) * budget
+    Xt, yt = _problem(500, seed=1)
+    assert math.sqrt(np.mean((res.model.predict(Xt) - yt) ** 2)) < 0.3
+
+
+def test_a_wider_final_fit_with_a_higher_held_out_error_is_not_kept(small_sample, monkeypatch):
+    X, y = _problem()
+    kw = dict(time_budget=30.0, progress=False, standardize=False, random_state=0)
+    monkeypatch.setattr(_finish, "holdout_losses", lambda *a: np.full(a[2].shape[0], np.inf))
+    res = nh.tune(X, y, **kw)
+    winners = [s for s in res.stages if s.centers == res.params.n_centers]  # a stage's own model
+    assert winners and res.final_rows in {s.rows for s in winners}
 
 
 def test_growing_rows_keeps_n_lambda_between_stages(small_sample):

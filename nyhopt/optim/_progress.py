@@ -23,8 +23,8 @@ import shutil
 import sys
 import time
 
-__all__ = ["ProgressBar", "ProgressLines", "EpochProgress", "wants_progress", "make_progress", "LOG_INTERVAL",
-           "PROGRESS_VALUES"]
+__all__ = ["ProgressBar", "ProgressLines", "EpochProgress", "wants_progress", "make_progress", "announce",
+           "LOG_INTERVAL", "PROGRESS_VALUES"]
 
 #: Seconds between two lines of :class:`ProgressLines` (the first and the last are always written).
 LOG_INTERVAL = 10.0
@@ -44,6 +44,14 @@ def wants_progress(progress, stream=None) -> bool:
     if not progress:
         return False
     return _is_tty(sys.stderr if stream is None else stream)
+
+
+def announce(progress, text: str, stream=None) -> None:
+    """Write ``text`` as a line where ``progress`` shows anything: a terminal, or any stream with ``"log"``."""
+    stream = sys.stderr if stream is None else stream
+    if progress == "log" or wants_progress(progress, stream):
+        stream.write(text + "\n")
+        stream.flush()
 
 
 def _fmt_seconds(s: float) -> str:

@@ -60,7 +60,9 @@ class TuneResult(NamedTuple):
         (``docs/tuning.md``, "Replaying a budgeted run").
     final_rows : int
         With ``time_budget`` on row samples (``docs/tuning.md``, "Large
-        data"): the training rows of the final fit; 0 otherwise.
+        data"): the training rows of the final fit; 0 otherwise.  Its
+        centers, more than the stages tuned where that held-out error was
+        lower, are those of ``params``.
     transform : TransformChoice or None
         With ``time_budget`` on a regression table with skewed columns or a
         positive right-skewed target: the choice among standard scaling,

@@ -124,6 +124,8 @@ class SizeCost:
     0.4
     >>> c.add(200, 0.2); round(c.predict(400), 6)  # two sizes: the measured exponent (1 here)
     0.4
+    >>> round(c.predict(400, exponent=2.0), 6)  # work known to be O(m^2), from the largest size
+    0.8
     """
 
     def __init__(self):
@@ -134,12 +136,14 @@ class SizeCost:
         m = int(m)
         self.seen[m] = max(float(seconds), self.seen.get(m, 0.0))
 
-    def predict(self, m, default=math.inf, min_exponent=1.0):
+    def predict(self, m, default=math.inf, min_exponent=1.0, exponent=None):
         """Projected seconds at ``m`` centers; ``default`` when nothing was measured.
 
         ``min_exponent`` floors the fitted exponent for sizes beyond the
         largest measured (2 plans a larger stage as :math:`O(nm^2)` work,
-        whose overheads no longer hide the growth).
+        whose overheads no longer hide the growth); ``exponent`` replaces it
+        there (2 for work known to be :math:`O(nm^2)`, from the largest size
+        measured alone).
         """
         if not self.seen:
             return default
@@ -152,5 +156,5 @@ class SizeCost:
             t0 = max(self.seen[m0], 1e-6)
             a = min(max(math.log(t1 / t0) / math.log(m1 / m0), 1.0), 3.0)
         if m > m1:
-            a = max(a, min_exponent)
+            a = max(a, min_exponent) if exponent is None else exponent
         return t1 * (float(m) / m1) ** a

@@ -27,7 +27,9 @@ from .._history import History
 from .._setup import build_objective
 from .._targets import encode_targets
 from .._tracking import predictive_scores
-from ._choice import largest_within_noise, variance_factor, with_fallback
+from .._progress import announce
+from ._choice import holdout_losses, largest_within_noise, variance_factor, with_fallback
+from ._grow import add_centers
 from ._rows import rescale_penalty
 
 __all__ = ["CALIBRATE", "CALIBRATE_MIN_ROWS", "winning_stage", "polish", "final_on_rows", "finish"]
@@ -93,16 +95,38 @@ def _calibrate(run, model, judge):
 
 
 def final_on_rows(run, k):
-    """``(model, params, rows)`` of a run on row samples: stage ``k`` refitted on as many training rows as the time buys.
+    """``(model, params, rows)`` of a run on row samples: stage ``k`` refitted as widely as the time buys.
 
-    The rows are a prefix of the run's permutation (:func:`nyhopt.optim.budget._rows.final_rows`), never the
-    held-out ones, which then calibrate the final model's intervals (rows it has not seen).
+    :meth:`_Run.final_size` gives the centers and rows
+    (:func:`nyhopt.optim.budget._rows.final_size`).  More centers than stage
+    ``k`` tuned are added as the grown stages add theirs
+    (:func:`nyhopt.optim.budget._grow.add_centers`, in the tuned metric), and
+    the wider fit replaces the stage's model only where its held-out error is
+    lower; its rows (at most ``FINAL_ROWS_PER_CENTER * FINAL_MAX_CENTERS``)
+    are gathered to the driver, as the stages' are, so its cost is the one the
+    run measured.  The rows are a prefix of the run's permutation, never the
+    held-out ones, which then calibrate the final model's intervals (rows it
+    has not seen).
     """
     loop, obj, model, _, _ = run.results[k]
     st = run.stages[k]
-    rows = run.final_rows(st)
+    m, rows = run.final_size(st)
+    m = min(m, run.X_tr.shape[0])  # the new centers are rows of the tuning sample
     params = rescale_penalty(loop.best_params, st.rows, rows)
-    if rows > st.rows or model is None:
+    if m > st.centers and model is not None:
+        rng = np.random.default_rng(run.seed)
+        centers = add_centers(run.X_tr, params.centers, params.lengthscale, m - st.centers, rng)
+        wide = params.replace(centers=centers)
+        announce(run.a["progress"], f"final fit: {rows} rows, {m} centers ({st.centers} tuned), "
+                                    f"{max(run.budget.left(), 0.0):.0f}s left")
+        X, y = run.rows.gather(*run.full, run.rows.sample(rows), run.client)  # 12 a center: to the driver
+        wide_model = run.fit(obj, wide, X, y)
+        losses = holdout_losses(wide_model, run.start.task, run.start.X_val, run.start.y_val)
+        if float(np.mean(losses)) < float(np.mean(run.losses[k])):
+            _calibrate(run, wide_model, wide_model)
+            return wide_model, wide, rows
+        params, rows = loop.best_params, st.rows  # the stage's own model: lower held-out error
+    elif rows > st.rows or model is None:
         X, y = run.rows.select(*run.full, run.rows.sample(rows))
         model = run.fit(obj, params, X, y, client=run.client)
     _calibrate(run, model, model)

@@ -3,7 +3,7 @@ r"""Replaying a budgeted run: ``tune(X, y, replay=result)``.
 A budgeted run (:mod:`nyhopt.optim.budget._schedule`) takes a few decisions from the
 clock: when a stage stops, the size of the next one, whether a growth of the
 rows or a last stage fits, whether ``stoch-prop`` takes over, how many rows
-the final fit gets.  Everything else (every draw, every step, the choice of
+the final fit gets and its centers.  Everything else (every draw, every step, the choice of
 the final stage) follows from the data, the arguments and ``random_state``.
 :class:`Replay` takes the clock's decisions from the stages of an earlier
 result instead, so that the same call with ``replay=result`` runs the same
@@ -28,7 +28,10 @@ _NO_LIMIT = 1e12
 
 
 def check_replay(replay):
-    """``(stages, final_rows)`` from ``replay``: a ``TuneResult`` of a budgeted run, or its ``stages``."""
+    """``(stages, final)`` from ``replay``: a ``TuneResult`` of a budgeted run, or its ``stages``.
+
+    ``final``: the final fit's ``(centers, rows)`` of a result on row samples, else ``(0, 0)``.
+    """
     stages = getattr(replay, "stages", replay)
     try:
         stages = tuple(stages)
@@ -37,15 +40,17 @@ def check_replay(replay):
     if not stages or not all(isinstance(s, Stage) for s in stages):
         raise ValueError("replay must be the result of a tune(..., time_budget=) call, or its stages "
                          f"(a non-empty tuple of Stage), got {type(replay).__name__}")
-    return stages, int(getattr(replay, "final_rows", 0) or 0)
+    rows = int(getattr(replay, "final_rows", 0) or 0)
+    params = getattr(replay, "params", None)
+    return stages, (int(params.n_centers) if rows and params is not None else 0, rows)
 
 
 class Replay(_Run):
     """A budgeted run whose clock decisions are those recorded in ``script`` (see the module notes)."""
 
-    def __init__(self, a, parts, budget, script=(), final_rows=0):
+    def __init__(self, a, parts, budget, script=(), final=(0, 0)):
         super().__init__(a, parts, budget)
-        self.script, self.recorded_final_rows = tuple(script), int(final_rows)
+        self.script, self.recorded_final = tuple(script), tuple(final)
 
     def _next(self):
         """The recorded stage that the next stage of the run replays (None past the last)."""
@@ -74,8 +79,9 @@ class Replay(_Run):
     def polish_room(self, m):
         return math.inf if self._next() is not None else None
 
-    def final_rows(self, stage):
-        return self.recorded_final_rows or self.rows.n_train
+    def final_size(self, stage):
+        centers, rows = self.recorded_final
+        return max(centers, stage.centers), rows or self.rows.n_train
 
     def maybe_switch(self, name, obj, params, wrt):
         rec = self._next()
@@ -97,9 +103,9 @@ def replay_budgeted(a, parts, replay):
     """:func:`nyhopt.tune` with ``replay``: the budgeted run of ``a``'s arguments on ``replay``'s stages."""
     if a["time_budget"] is not None:
         raise ValueError("give replay= or time_budget=, not both (a replay takes its stages from the result)")
-    script, final_rows = check_replay(replay)
+    script, final = check_replay(replay)
     a["time_budget"] = _NO_LIMIT
-    result = tune_budgeted(a, parts, run_class=functools.partial(Replay, script=script, final_rows=final_rows))
+    result = tune_budgeted(a, parts, run_class=functools.partial(Replay, script=script, final=final))
     ran = tuple(_key(s) for s in result.stages)
     if ran != tuple(_key(s) for s in script):
         i = next((i for i, (x, y) in enumerate(zip(ran, script)) if x != _key(y)), min(len(ran), len(script)))

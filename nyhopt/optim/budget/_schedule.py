@@ -66,7 +66,7 @@ from ._finish import finish, winning_stage
 from ._precision import EpochRows, grown_in_float32
 from .._init import as_generator
 from .._setup import build_objective
-from ._rows import (ROW_FACTOR, START_ROWS, RowPlan, check_full_data, final_rows,
+from ._rows import (FINAL_SHARE, ROW_FACTOR, START_ROWS, RowPlan, check_full_data, final_size,
                     needs_rows, rescale_penalty)
 from ._choice import (PREFERRED, PREFER_Z, choose_candidate as _choose_candidate,  # noqa: F401
                             clearly_better as _clearly_better, holdout_error as _holdout_error,
@@ -156,6 +156,7 @@ class _Run:
         self.t_offset = 0.0
         self.margin = 0.03 * budget.seconds + 0.05
         self.rows = None  # a RowPlan when the run tunes on samples of the rows (nyhopt.optim.budget._rows)
+        self.kept = 0.0  # seconds kept for the final fit of a run on row samples (FINAL_SHARE of the budget)
         self.epoch_rows = EpochRows(False)  # the grown stages' rows, float32 on the CPU (._precision)
         self.growing = None  # the objective that grows
 
@@ -209,12 +210,13 @@ class _Run:
         f = self.fit_seconds(m)
         if polish:
             return 1.25 * f * self.n_all / self.n_tr
-        if self.internal:
+        if self.internal and self.rows is None:
             return 1.25 * f * (1.0 + self.n_all / self.n_tr)
         return 1.25 * f
 
-    def usable(self):
-        return self.budget.left() - self.margin
+    def usable(self, final=False):
+        """Seconds left for the stages (``final``: for the final fit, which has the kept share too)."""
+        return self.budget.left() - self.margin - (0.0 if final else self.kept)
 
     # -- one stage ----------------------------------------------------------------------------
     def stage(self, name, obj, wrt, mask, profile, params, state, allot, polish=False):
@@ -295,7 +297,8 @@ class _Run:
     # -- the decisions that read the clock (a replay takes them from a record: nyhopt.optim.budget._replay) ---
     def out_of_time(self, epoch, now, est, spent, allot, m, polish):
         """Whether a stage at ``m`` centers stops before its next epoch of ``est`` seconds (``spent`` so far)."""
-        return now + est + self.reserve(m, polish) > self.budget.seconds - self.margin or spent + est > allot
+        end = self.budget.seconds - self.margin - self.kept
+        return now + est + self.reserve(m, polish) > end or spent + est > allot
 
     def fits(self, m):
         """Whether a stage at ``m`` centers of :data:`MIN_EPOCHS` epochs fits in the time left (a given schedule)."""
@@ -323,10 +326,12 @@ class _Run:
         room = self.usable() - self.reserve(m, polish=True)
         return None if room < POLISH_EPOCHS * est or room <= 0 else room
 
-    def final_rows(self, stage):
-        """Training rows of the final fit after ``stage`` (a run on row samples): what the time left buys."""
-        fit = self.fit_cost.predict(stage.centers, default=0.0) * stage.rows / self.n_ref
-        return final_rows(self.rows, fit, stage.rows, self.usable())
+    def final_size(self, stage):
+        """``(centers, rows)`` of the final fit after ``stage`` (a run on row samples): what the time left buys."""
+        def seconds(m, rows):  # a fit on rows >= 12 m is O(n m^2): the Gram matrix of its rows
+            return self.fit_cost.predict(m, default=0.0, exponent=2.0) * rows / self.n_ref
+
+        return final_size(self.rows, seconds, stage.centers, stage.rows, self.usable(final=True))
 
     # -- the schedule -------------------------------------------------------------------------
     def allot(self, m, can_grow, intermediate=False):
@@ -472,6 +477,7 @@ def tune_budgeted(a, parts, run_class=None):
             raise ValueError("tune on dask arrays does regression only: pass task='regression' "
                              "(classification on dask arrays is not built yet)")
         run.rows, run.full, run.client, run.n_ref = plan, full, a["client"], run.n_tr
+        run.kept = FINAL_SHARE * budget.seconds
     run.max_size = run.max_size_for(names[0])
 
     # stage 0: every candidate objective from the same start
