@@ -156,7 +156,6 @@ class _Run:
         self.t_offset = 0.0
         self.margin = 0.03 * budget.seconds + 0.05
         self.rows = None  # a RowPlan when the run tunes on samples of the rows (nyhopt.optim.budget._rows)
-        self.kept = 0.0  # seconds kept for the final fit of a run on row samples (FINAL_SHARE of the budget)
         self.epoch_rows = EpochRows(False)  # the grown stages' rows, float32 on the CPU (._precision)
         self.growing = None  # the objective that grows
 
@@ -213,6 +212,11 @@ class _Run:
         if self.internal and self.rows is None:
             return 1.25 * f * (1.0 + self.n_all / self.n_tr)
         return 1.25 * f
+
+    @property
+    def kept(self):
+        """Seconds kept for the final fit: :data:`~nyhopt.optim.budget._rows.FINAL_SHARE` of the budget on row samples."""
+        return 0.0 if self.rows is None else FINAL_SHARE * self.budget.seconds
 
     def usable(self, final=False):
         """Seconds left for the stages (``final``: for the final fit, which has the kept share too)."""
@@ -477,7 +481,6 @@ def tune_budgeted(a, parts, run_class=None):
             raise ValueError("tune on dask arrays does regression only: pass task='regression' "
                              "(classification on dask arrays is not built yet)")
         run.rows, run.full, run.client, run.n_ref = plan, full, a["client"], run.n_tr
-        run.kept = FINAL_SHARE * budget.seconds
     run.max_size = run.max_size_for(names[0])
 
     # stage 0: every candidate objective from the same start
