@@ -6,7 +6,7 @@ import pytest
 import scipy.linalg as sla
 
 from nyhopt.backend import _blas
-from nyhopt.backend._blas import gemm_update, potrf, potri, trsm
+from nyhopt.backend._blas import gemm_update, potrf, potri, syrk_update, trsm
 from nyhopt.backend._threads import _openblas_local_setter, cpu_threads
 
 TOL = {np.float64: 1e-12, np.float32: 2e-5}
@@ -129,6 +129,23 @@ def test_gemm_update_in_place(backend, rng, dtype, c_order):
     out = gemm_update(C, A, B, alpha=-2.0)
     assert out is C
     np.testing.assert_allclose(C, want, rtol=TOL[dtype], atol=TOL[dtype] * 10)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("a_layout", ["C", "F", "strided"])
+def test_syrk_update_adds_into_the_lower_triangle(backend, rng, dtype, a_layout):
+    C0 = rng.standard_normal((12, 12)).astype(dtype)
+    A = rng.standard_normal((12, 10)).astype(dtype)
+    A = {"C": A, "F": np.asfortranarray(A), "strided": A[:, ::2]}[a_layout]
+    before = A.copy()
+    C = C0.copy()
+    out = syrk_update(C, A, alpha=-2.0)
+    assert out is C
+    want = C0.astype(np.float64) - 2.0 * A.astype(np.float64) @ A.T.astype(np.float64)
+    np.testing.assert_allclose(np.tril(C), np.tril(want), rtol=TOL[dtype], atol=TOL[dtype] * 10)
+    upper = np.triu_indices(12, 1)
+    assert np.allclose(C[upper], C0[upper]) or np.allclose(C[upper], want[upper], rtol=TOL[dtype], atol=TOL[dtype] * 10)
+    np.testing.assert_array_equal(A, before)
 
 
 def test_cpu_threads_restores_settings():

@@ -80,10 +80,12 @@ def test_final_size_widens_the_centers_as_far_as_the_time_left_buys():
 
     per_center = _rows.FINAL_ROWS_PER_CENTER
     top = _rows.FINAL_CENTERS * 1000
-    assert final_size(plan, cost, 1000, 12000, 1e4) == (top, per_center * top)  # FINAL_CENTERS times at most
-    m, rows = final_size(plan, cost, 1000, 12000, 10.0)
-    assert _rows.FINAL_MIN_FACTOR * 1000 <= m < top and rows == per_center * m
     margin = _rows.FINAL_MARGIN
+    assert final_size(plan, cost, 1000, 12000, 1e4) == (top, _rows.FINAL_MAX_ROWS)  # FINAL_CENTERS times, then rows
+    m, rows = final_size(plan, cost, 1000, 12000, 100.0)  # centers at their cap: the time left buys rows
+    assert m == top and per_center * m < rows and margin * cost(m, rows) <= 100.0 < margin * cost(m, rows + 1)
+    m, rows = final_size(plan, cost, 1000, 12000, 10.0)
+    assert _rows.FINAL_MIN_FACTOR * 1000 <= m < top and per_center * m <= rows < per_center * (m + 1)
     assert margin * cost(m, rows) <= 10.0 < margin * cost(m + 1, per_center * (m + 1))  # the most that fits
     assert final_size(plan, cost, 2000, 24000, 1e9)[0] == _rows.FINAL_MAX_CENTERS
     small = RowPlan(20_000, 1000, np.random.default_rng(0))
@@ -207,3 +209,54 @@ def test_a_budget_too_short_for_one_stage_still_returns_a_model(small_sample):
     res = nh.tune(X, y, time_budget=0.05, progress=False, standardize=False)  # a few clock reads
     assert res.stages[0].rows == 300 and res.stages[0].epochs <= 1
     assert np.all(np.isfinite(res.model.predict(X[:5])))
+
+
+# -- the final fit's float32 products (nyhopt/optim/budget/_precision.py) ---------------------------------
+def _products_recorder(monkeypatch, fail_float32=False):
+    """The ``products`` of every fit of a budgeted run, in order (a float32 one raises with ``fail_float32``)."""
+    from contextlib import contextmanager
+
+    from nyhopt.errors import IllConditionedError
+    from nyhopt.optim.budget import _precision
+    from nyhopt.solvers.direct import products_in
+
+    monkeypatch.setattr(_precision, "FLOAT32_FROM", 1e6)
+    seen = []
+
+    @contextmanager
+    def recorded(dtype):
+        seen.append(None if dtype is None else np.dtype(dtype).name)
+        if fail_float32 and dtype is not None:
+            raise IllConditionedError("A A^T + n*penalty*I is not numerically positive definite")
+        with products_in(dtype):
+            yield
+
+    monkeypatch.setattr(_budgeted, "products_in", recorded)
+    return seen
+
+
+def test_the_wide_final_fit_takes_float32_products(small_sample, monkeypatch):
+    seen = _products_recorder(monkeypatch)
+    X, y = _problem()
+    res = nh.tune(X, y, time_budget=30.0, progress=False, standardize=False, random_state=0)
+    assert seen[-1] == "float32" and set(seen[:-1]) == {None}  # the stages' validation fits stay float64
+    # here every training row is a center of the wide fit: kept or not, the held-out rows decided
+    assert res.params.n_centers in {max(s.centers for s in res.stages), res.final_rows}
+    assert res.model.alpha_.dtype == np.float64 and np.isfinite(res.model.predict(X[:5])).all()
+
+
+def test_a_given_dtype_keeps_the_final_fit_in_it(small_sample, monkeypatch):
+    seen = _products_recorder(monkeypatch)
+    X, y = _problem()
+    nh.tune(X, y, time_budget=30.0, progress=False, standardize=False, random_state=0, dtype="float64")
+    assert seen and set(seen) == {None}
+
+
+def test_a_wide_fit_that_fails_in_float32_leaves_the_stage_model(small_sample, monkeypatch):
+    seen = _products_recorder(monkeypatch, fail_float32=True)
+    X, y = _problem()
+    res = nh.tune(X, y, time_budget=30.0, progress=False, standardize=False, random_state=0)
+    assert seen[-1] == "float32"
+    winners = [s for s in res.stages if s.centers == res.params.n_centers]  # a stage's own model
+    assert winners and res.final_rows in {s.rows for s in winners}
+    assert np.isfinite(res.model.predict(X[:5])).all()

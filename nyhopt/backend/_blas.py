@@ -39,7 +39,7 @@ import os
 
 import numpy as np
 
-__all__ = ["potrf", "potri", "trsm", "gemm_update", "numpy_blas_available"]
+__all__ = ["potrf", "potri", "trsm", "gemm_update", "syrk_update", "numpy_blas_available"]
 
 # CBLAS enumerations.
 _ROW_MAJOR, _NO_TRANS, _TRANS, _UPPER, _LOWER, _NON_UNIT, _LEFT, _RIGHT = 101, 111, 112, 121, 122, 131, 141, 142
@@ -50,10 +50,10 @@ _COL_MAJOR = 102
 
 
 class _Cblas:
-    """``?potrf``, ``?potri``, ``?trsm`` and ``?gemm`` of one loaded library, for float32 and float64."""
+    """``?potrf``, ``?potri``, ``?trsm``, ``?gemm`` and ``?syrk`` of one loaded library, for float32 and float64."""
 
     def __init__(self, lib, pattern, blasint):
-        self.trsm, self.gemm, self.potrf, self.potri = {}, {}, {}, {}
+        self.trsm, self.gemm, self.potrf, self.potri, self.syrk = {}, {}, {}, {}, {}
         enum = ctypes.c_int
         for prefix, ctype in (("s", ctypes.c_float), ("d", ctypes.c_double)):
             dtype = np.dtype(np.float32 if prefix == "s" else np.float64)
@@ -71,6 +71,10 @@ class _Cblas:
             fn.argtypes = ([enum] * 3 + [blasint] * 3 + [ctype, ctypes.c_void_p, blasint, ctypes.c_void_p, blasint,
                                                          ctype, ctypes.c_void_p, blasint])
             self.gemm[dtype] = fn
+            fn = getattr(lib, pattern.format("cblas_" + prefix + "syrk"))
+            fn.restype = None
+            fn.argtypes = [enum] * 3 + [blasint] * 2 + [ctype, ctypes.c_void_p, blasint, ctype, ctypes.c_void_p, blasint]
+            self.syrk[dtype] = fn
 
 
 def _candidate_paths():
@@ -308,4 +312,43 @@ def gemm_update(C, A, B, alpha=1.0):
     if C.size and r:
         cb.gemm[dtype](_ROW_MAJOR, _NO_TRANS, _TRANS, n, m, r, alpha, _ptr(A), max(r, 1), _ptr(B), max(r, 1), 1.0,
                        _ptr(C), m)
+    return C
+
+
+def syrk_update(C, A, alpha=1.0):
+    """``C += alpha * A @ A.T`` in place on the lower triangle of ``C`` (m, m), for ``A`` (m, r).
+
+    One BLAS ``syrk`` with ``beta = 1`` writing into ``C`` (no ``m x m``
+    temporary, half the flops of a product) when ``C`` is C-contiguous and
+    of ``A``'s dtype; the strict upper triangle of ``C`` is then left as it
+    was (symmetrize once after the last update).  Otherwise the whole of
+    ``C`` is updated by a product.
+
+    Returns
+    -------
+    ndarray
+        ``C``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> C = np.zeros((2, 2)); A = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> np.tril(syrk_update(C, A))
+    array([[ 5.,  0.],
+           [11., 25.]])
+    """
+    cb = _cblas()
+    dtype = C.dtype
+    if cb is None or dtype not in cb.syrk or not C.flags.c_contiguous or A.dtype != dtype:
+        C += alpha * (A @ A.T).astype(dtype, copy=False)
+        return C
+    m, r = A.shape
+    if A.flags.c_contiguous:  # row-major (m, r): C += A A^T
+        op, lda, src = _NO_TRANS, max(r, 1), A
+    elif A.T.flags.c_contiguous:  # row-major (r, m) A^T: C += (A^T)^T A^T
+        op, lda, src = _TRANS, max(m, 1), A.T
+    else:
+        op, lda, src = _NO_TRANS, max(r, 1), np.ascontiguousarray(A)
+    if C.size and r:
+        cb.syrk[dtype](_ROW_MAJOR, _LOWER, op, m, r, alpha, _ptr(src), lda, 1.0, _ptr(C), max(m, 1))
     return C

@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from ...backend import get_namespace
+from ...errors import IllConditionedError
 from ...posterior._predictive import scale_variance
 from .._history import History
 from .._setup import build_objective
@@ -101,8 +102,10 @@ def final_on_rows(run, k):
     (:func:`nyhopt.optim.budget._rows.final_size`).  More centers than stage
     ``k`` tuned are added as the grown stages add theirs
     (:func:`nyhopt.optim.budget._grow.add_centers`, in the tuned metric), and
-    the wider fit replaces the stage's model only where its held-out error is
-    lower; its rows (at most ``FINAL_ROWS_PER_CENTER * FINAL_MAX_CENTERS``)
+    the wider fit (its products in float32 where the stages' may be:
+    :meth:`~nyhopt.optim.budget._precision.EpochRows.fit_products`) replaces
+    the stage's model only where it succeeds and its held-out error is lower;
+    its rows (at most ``FINAL_MAX_ROWS``)
     are gathered to the driver, as the stages' are, so its cost is the one the
     run measured.  The rows are a prefix of the run's permutation, never the
     held-out ones, which then calibrate the final model's intervals (rows it
@@ -119,12 +122,16 @@ def final_on_rows(run, k):
         wide = params.replace(centers=centers)
         announce(run.a["progress"], f"final fit: {rows} rows, {m} centers ({st.centers} tuned), "
                                     f"{max(run.budget.left(), 0.0):.0f}s left")
-        X, y = run.rows.gather(*run.full, run.rows.sample(rows), run.client)  # 12 a center: to the driver
-        wide_model = run.fit(obj, wide, X, y)
-        losses = holdout_losses(wide_model, run.start.task, run.start.X_val, run.start.y_val)
-        if float(np.mean(losses)) < float(np.mean(run.losses[k])):
-            _calibrate(run, wide_model, wide_model)
-            return wide_model, wide, rows
+        X, y = run.rows.gather(*run.full, run.rows.sample(rows), run.client)  # to the driver (bounded: final_size)
+        try:
+            wide_model = run.fit(obj, wide, X, y, products=run.epoch_rows.fit_products(rows, m))
+        except IllConditionedError:  # float32 products too round for this n*lambda: the stage's model
+            wide_model = None
+        if wide_model is not None:
+            losses = holdout_losses(wide_model, run.start.task, run.start.X_val, run.start.y_val)
+            if float(np.mean(losses)) < float(np.mean(run.losses[k])):
+                _calibrate(run, wide_model, wide_model)
+                return wide_model, wide, rows
         params, rows = loop.best_params, st.rows  # the stage's own model: lower held-out error
     elif rows > st.rows or model is None:
         X, y = run.rows.select(*run.full, run.rows.sample(rows))

@@ -37,6 +37,18 @@ can tune :math:`n\lambda` below float32's rounding of :math:`AA^\top`) is
 run again from its best point in float64, and the run stays in float64
 (:meth:`EpochRows.fall_back`).
 
+The final fit of a run on row samples, at up to eight times the tuned
+centers (:func:`nyhopt.optim.budget._rows.final_size`), is a direct fit
+whose two :math:`n m^2` products run in float32 under the same rule
+(:meth:`EpochRows.fit_products`: :func:`nyhopt.solvers.direct.products_in`,
+each row block's products summed into float64); its kernel values, jitter
+and ``m x m`` algebra stay float64, so it is the float64 model computed with
+rounder products, and it replaces the stage's model only where its held-out
+error is lower.  Measured on the robot arm (``docs/tuning.md``, "Large
+data", point 3): 8000 centers on 96 000 rows took 56.8 s instead of 105.9 s
+with the test RMSE 0.091224 against 0.091218; its cost is projected as
+:data:`FLOAT32_FIT` times the float64 fit's.
+
 Not on the GPU: an H100's float64 and float32 rates of the products are
 alike, and no card was at hand to measure it.  ``dtype="float64"`` keeps
 every stage in float64; ``dtype="float32"`` tunes and fits everything in
@@ -48,7 +60,7 @@ import numpy as np
 
 from ...backend import get_namespace, is_cupy_namespace
 
-__all__ = ["GROWN_FLOAT32", "FLOAT32_FROM", "FLOAT32_EPOCH", "grown_in_float32", "EpochRows"]
+__all__ = ["GROWN_FLOAT32", "FLOAT32_FROM", "FLOAT32_EPOCH", "FLOAT32_FIT", "grown_in_float32", "EpochRows"]
 
 #: Whether the large grown stages of a budgeted run on float64 CPU data tune on a float32 copy of the rows.
 GROWN_FLOAT32 = True
@@ -57,6 +69,9 @@ FLOAT32_FROM = 1e10
 #: An epoch's time in float32 over its time in float64 where stages switch (``sgpr`` 9.2 / 14.4 s, ``prop``
 #: 11.1 / 16.1 s at n = 36 000, m = 3000): the run's cost model counts in float64 and scales by this.
 FLOAT32_EPOCH = 0.65
+#: A direct fit's time with float32 products over its time in float64 (robot arm, d = 8: 3.5 / 6.3 s at 3000
+#: centers on 36 000 rows, 56.8 / 105.9 s at 8000 on 96 000; AMD EPYC, 2 cores).
+FLOAT32_FIT = 0.55
 
 
 def grown_in_float32(dtype, X) -> bool:
@@ -108,6 +123,14 @@ class EpochRows:
     def wants_float32(self, n, m, name) -> bool:
         """Whether a stage of objective ``name`` at ``m`` centers on ``n`` rows tunes in float32 (exact objectives)."""
         return self.enabled and name != "stoch-prop" and float(n) * float(m) ** 2 >= FLOAT32_FROM
+
+    def fit_products(self, n, m):
+        """The dtype of the products of a final fit at ``m`` centers on ``n`` rows: float32, or None (float64)."""
+        return np.float32 if self.enabled and float(n) * float(m) ** 2 >= FLOAT32_FROM else None
+
+    def fit_factor(self, n, m) -> float:
+        """A final fit's time at ``(n, m)`` over float64's: :data:`FLOAT32_FIT` with float32 products, else 1."""
+        return FLOAT32_FIT if self.fit_products(n, m) is not None else 1.0
 
     def factor(self, n, m, name) -> float:
         """An epoch's time at ``(n, m)`` over float64's: :data:`FLOAT32_EPOCH` where it tunes in float32, else 1."""

@@ -28,7 +28,10 @@ rows instead and grows it:
 * **The final fit** (:func:`final_size`) keeps :data:`FINAL_SHARE` of the
   budget and spends it on more centers than were tuned: up to
   :data:`FINAL_CENTERS` times as many, on :data:`FINAL_ROWS_PER_CENTER`
-  rows a center, at the tuned hyperparameters (the penalty rescaled).  The
+  rows a center (more where the centers reach their cap and time is left),
+  at the tuned hyperparameters (the penalty rescaled), its products in
+  float32 where the stages' may be
+  (:meth:`~nyhopt.optim.budget._precision.EpochRows.fit_products`).  The
   kernel is the one tuned, so the wider fit is a better Nystrom
   approximation of the same Gaussian-process posterior; it is kept only
   where its held-out error is lower.  Where no wider fit is affordable, the
@@ -49,7 +52,7 @@ from ...inputs._validation import check_labels, check_matrix
 from ...placement import on_cluster
 
 __all__ = ["SAMPLE_FROM", "START_ROWS", "ROWS_PER_CENTER", "ROW_FACTOR", "FINAL_SHARE", "FINAL_CENTERS",
-           "FINAL_ROWS_PER_CENTER", "FINAL_MAX_CENTERS", "RowPlan", "needs_rows", "rescale_penalty",
+           "FINAL_ROWS_PER_CENTER", "FINAL_MAX_CENTERS", "FINAL_MAX_ROWS", "RowPlan", "needs_rows", "rescale_penalty",
            "check_full_data", "final_rows", "final_size"]
 
 #: A run with at most this many training rows tunes on all of them, as before; one with more samples rows.
@@ -72,6 +75,9 @@ FINAL_SHARE = 0.3
 #: The final fit takes up to this many times the tuned centers, on this many rows a center, and at
 #: most FINAL_MAX_CENTERS centers (a few m x m float64 matrices: 0.8 GB each at 10 000).
 FINAL_CENTERS, FINAL_ROWS_PER_CENTER, FINAL_MAX_CENTERS = 8, 12, 10000
+#: The most rows a wider final fit takes where its centers reach their cap with time left (they are gathered
+#: to the driver: 112 MB at d = 28 in float64).
+FINAL_MAX_ROWS = 500_000
 #: A wider final fit is made only when it has at least this factor of the tuned centers.
 FINAL_MIN_FACTOR = 1.25
 #: The projected seconds of the wider fit times this must fit in the time left.  The projection from the
@@ -209,16 +215,21 @@ def final_size(plan, fit_seconds, m, tuned_rows, seconds_left):
     whose fit on ``FINAL_ROWS_PER_CENTER`` rows a center (at least
     ``tuned_rows``, at most all training rows), projected by
     ``fit_seconds(centers, rows)`` and times :data:`FINAL_MARGIN`, takes at
-    most ``seconds_left``; where that is below ``FINAL_MIN_FACTOR * m``,
-    ``m`` centers on the rows :func:`final_rows` gives.
+    most ``seconds_left``, on the most rows that time buys (more than
+    ``FINAL_ROWS_PER_CENTER`` a center where the centers reach their cap, up
+    to :data:`FINAL_MAX_ROWS`);
+    where that is below ``FINAL_MIN_FACTOR * m``, ``m`` centers on the rows
+    :func:`final_rows` gives.
 
     Examples
     --------
     >>> import numpy as np
     >>> plan = RowPlan(10**6, 5000, np.random.default_rng(0))
     >>> cost = lambda m, rows: 1e-11 * rows * m * m
-    >>> final_size(plan, cost, 1000, 12000, 100.0)  # eight times the centers on 12 rows a center
-    (8000, 96000)
+    >>> final_size(plan, cost, 1000, 12000, 50.0)  # the most centers that fit, on 12 rows a center
+    (7235, 86836)
+    >>> final_size(plan, cost, 1000, 12000, 100.0)  # the centers at their cap: more rows a center
+    (8000, 142045)
     >>> final_size(plan, cost, 1000, 12000, 0.2)  # not 1.25 times the centers: the rows the time buys
     (1000, 16000)
     """
@@ -234,4 +245,8 @@ def final_size(plan, fit_seconds, m, tuned_rows, seconds_left):
             hi = mid - 1
     if lo < FINAL_MIN_FACTOR * m:
         return m, final_rows(plan, fit_seconds(m, tuned_rows), tuned_rows, seconds_left)
-    return lo, rows_at(lo)
+    rows = rows_at(lo)
+    per_row = FINAL_MARGIN * fit_seconds(lo, rows) / rows
+    if per_row > 0.0:  # the centers at their cap: the time left buys more rows
+        rows = int(min(plan.n_train, max(rows, min(FINAL_MAX_ROWS, seconds_left / per_row))))
+    return lo, rows

@@ -64,6 +64,7 @@ from ._clock import Budget, SizeCost, Stage, check_time_budget
 from ._grow import add_centers, grow_state, next_size
 from ._finish import finish, winning_stage
 from ._precision import EpochRows, grown_in_float32
+from ...solvers.direct import products_in
 from .._init import as_generator
 from .._setup import build_objective
 from ._rows import (FINAL_SHARE, ROW_FACTOR, START_ROWS, RowPlan, check_full_data, final_size,
@@ -285,7 +286,8 @@ class _Run:
             return self.stage(name, *again, loop.best_params, None, allot - (b.now() - t0))
         return loop, reason, err
 
-    def fit(self, obj, params, X, y, client=None):
+    def fit(self, obj, params, X, y, client=None, products=None):
+        """The model at ``params`` on ``(X, y)``; ``products``: the direct solver's (:func:`~nyhopt.solvers.direct.products_in`)."""
         p = self.parts
         s = self.start
         solver = self.a["solver"]
@@ -294,9 +296,10 @@ class _Run:
         elif self.rows is not None and solver == "auto":
             solver = "direct"  # its one pass over the rows is the variance model's pass: a cost linear in the rows
         solver = choose_solver(solver, X.shape[0], params.n_centers)
-        return p.final_model(s.task, s.template, params, X, y, s.dtype, solver, client,
-                             fit_intercept=getattr(obj, "mean", "zero") == "constant",
-                             amplitude=params.amplitude if obj.uses_amplitude else None)
+        with products_in(products):
+            return p.final_model(s.task, s.template, params, X, y, s.dtype, solver, client,
+                                 fit_intercept=getattr(obj, "mean", "zero") == "constant",
+                                 amplitude=params.amplitude if obj.uses_amplitude else None)
 
     # -- the decisions that read the clock (a replay takes them from a record: nyhopt.optim.budget._replay) ---
     def out_of_time(self, epoch, now, est, spent, allot, m, polish):
@@ -333,7 +336,8 @@ class _Run:
     def final_size(self, stage):
         """``(centers, rows)`` of the final fit after ``stage`` (a run on row samples): what the time left buys."""
         def seconds(m, rows):  # a fit on rows >= 12 m is O(n m^2): the Gram matrix of its rows
-            return self.fit_cost.predict(m, default=0.0, exponent=2.0) * rows / self.n_ref
+            f64 = self.fit_cost.predict(m, default=0.0, exponent=2.0) * rows / self.n_ref
+            return f64 * (self.epoch_rows.fit_factor(rows, m) if m > stage.centers else 1.0)
 
         return final_size(self.rows, seconds, stage.centers, stage.rows, self.usable(final=True))
 
