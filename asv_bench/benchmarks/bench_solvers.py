@@ -84,6 +84,38 @@ class FitSynthetic:
     track_cg_iterations.unit = "iterations"
 
 
+class DirectProducts:
+    """The direct solver's one pass (``whitened_moments``) with float64 or float32 products (``products_in``).
+
+    n = 24 000 synthetic rows (d = 8, float64 data), m = 1000 and 3000
+    centers (the first m rows); the pass is the whole of a budgeted run's
+    final fit but its O(m^3) factorizations.
+    """
+
+    params = [[1000, 3000], ["float64", "float32"]]
+    param_names = ["m", "products"]
+    timeout = 600
+    number = 1
+    repeat = (3, 10, 60.0)
+
+    def setup(self, m, products):
+        import nyhopt as nh
+        from nyhopt.datasets import synthetic
+        from nyhopt.solvers.direct import kmm_upper
+
+        ds = synthetic(24000, d=8, n_test=10, seed=1234)
+        self.X, self.Z = ds.X_train, np.ascontiguousarray(ds.X_train[:m])
+        self.Y = ds.y_train.reshape(-1, 1)
+        self.kernel = nh.GaussianKernel(np.ones(8))
+        self.Lt = kmm_upper(self.kernel, self.Z, self.X.dtype, np)
+        self.products = None if products == "float64" else np.float32
+
+    def time_pass(self, m, products):
+        from nyhopt.solvers.direct import whitened_moments
+
+        whitened_moments(self.kernel, self.X, self.Z, self.Y, self.Lt, np, self.products)
+
+
 class PredictSynthetic:
     """``NystromKRR.predict`` on 5000 test rows (d = 8)."""
 
