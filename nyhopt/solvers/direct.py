@@ -52,11 +52,11 @@ def products_in(dtype):
     and :math:`A_b A_b^\top` per row block of ``b`` rows; with ``float32``
     both run in float32 BLAS (twice float64's rate on the CPU) and each
     block's products are added into float64 sums, so an entry of :math:`S`
-    carries the rounding of a float32 sum of ``b`` terms, not of ``n``
-    (``docs/solvers.md``, "Float32 products").  The kernel values, the
+    carries the rounding of a float32 sum of at most :data:`FLOAT32_SUM_ROWS`
+    terms, not of ``n`` (``docs/solvers.md``, "Float32 products").  The kernel
+    values are computed in the data's dtype (then rounded to float32); the
     jitter (the data's), :math:`L`, :math:`AY` and all ``m x m`` algebra stay
-    float64, so the model is the float64 one, computed with rounder
-    products.  A budgeted run's final fit uses it (``docs/tuning.md``,
+    float64, so the model is the float64 one, computed with rounder products.  A budgeted run's final fit uses it (``docs/tuning.md``,
     "Large data", point 3); a plain ``fit`` never does.
 
     Examples

@@ -125,7 +125,7 @@ def final_on_rows(run, k):
         X, y = run.rows.gather(*run.full, run.rows.sample(rows), run.client)  # to the driver (bounded: final_size)
         try:
             wide_model = run.fit(obj, wide, X, y, products=run.epoch_rows.fit_products(rows, m))
-        except IllConditionedError:  # float32 products too round for this n*lambda: the stage's model
+        except IllConditionedError:  # a failed factorization (float32 products too round?): the stage's model
             wide_model = None
         if wide_model is not None:
             losses = holdout_losses(wide_model, run.start.task, run.start.X_val, run.start.y_val)
