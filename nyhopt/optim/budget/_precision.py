@@ -122,7 +122,7 @@ class EpochRows:
 
     def wants_float32(self, n, m, name) -> bool:
         """Whether a stage of objective ``name`` at ``m`` centers on ``n`` rows tunes in float32 (exact objectives)."""
-        return self.enabled and name != "stoch-prop" and float(n) * float(m) ** 2 >= FLOAT32_FROM
+        return name != "stoch-prop" and self.fit_products(n, m) is not None
 
     def fit_products(self, n, m):
         """The dtype of the products of a final fit at ``m`` centers on ``n`` rows: float32, or None (float64)."""
