@@ -63,6 +63,11 @@ class TuneResult(NamedTuple):
         data"): the training rows of the final fit; 0 otherwise.  Its
         centers, more than the stages tuned where that held-out error was
         lower, are those of ``params``.
+    final_centers : int
+        With ``time_budget`` on in-memory rows where the final fit was
+        chosen on the held-out rows (``docs/tuning.md``, "A time budget",
+        point 6): the most centers that choice considered; 0 otherwise.
+        The centers and penalty chosen are those of ``params``.
     transform : TransformChoice or None
         With ``time_budget`` on a regression table with skewed columns or a
         positive right-skewed target: the choice among standard scaling,
@@ -99,6 +104,7 @@ class TuneResult(NamedTuple):
     stages: tuple = ()
     final_rows: int = 0
     transform: object = None
+    final_centers: int = 0
 
     def __repr__(self):
         """A short summary: the centers and long lengthscale vectors by their shape only."""

@@ -31,6 +31,7 @@ from .._tracking import predictive_scores
 from .._progress import announce
 from ._choice import holdout_losses, largest_within_noise, variance_factor, with_fallback
 from ._grow import add_centers
+from ._refit import wide_refit
 from ._rows import rescale_penalty
 
 __all__ = ["CALIBRATE", "CALIBRATE_MIN_ROWS", "winning_stage", "polish", "final_on_rows", "finish"]
@@ -148,15 +149,21 @@ def finish(run, k, freeze, feature_names):
     if run.rows is not None:
         model, params, extra["final_rows"] = final_on_rows(run, k)
     else:
+        refit = None
         if run.internal:
             X_all, y_all = concat_rows(start.X, start.X_val), concat_rows(start.y, start.y_val)
-            polished = polish(run, k, X_all, y_all, freeze)
+            refit = wide_refit(run, k)
+            polished = None if refit is not None else polish(run, k, X_all, y_all, freeze)
             if polished is not None:
                 loop, obj, offset = polished
-        params = loop.best_params
+        params = loop.best_params if refit is None else refit[0]
+        if refit is not None:
+            extra["final_centers"] = refit[2]
         if run.internal:
-            model = run.fit(obj, params, X_all, y_all)
-            _calibrate(run, model, run.results[k][2])
+            n_all, m = X_all.shape[0], params.n_centers
+            model = run.fit(obj, params, X_all, y_all,
+                            products=None if refit is None else run.epoch_rows.fit_products(n_all, m))
+            _calibrate(run, model, run.results[k][2] if refit is None else refit[1])
         elif model is None:
             model = run.fit(obj, params, start.X, start.y)
         elif start.task == "regression" and start.y_val is not None:

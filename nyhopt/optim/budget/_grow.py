@@ -65,7 +65,7 @@ def _nearest_sq_dist(C, Z, xp, block=4096):
     return out
 
 
-def add_centers(X, centers, lengthscale, m_new, rng, how="kmeans++"):
+def add_centers(X, centers, lengthscale, m_new, rng, how="kmeans++", in_draw_order=False):
     r"""``centers`` with ``m_new`` rows of ``X`` appended.
 
     Parameters
@@ -81,6 +81,11 @@ def add_centers(X, centers, lengthscale, m_new, rng, how="kmeans++"):
     rng : numpy.random.Generator
     how : {"kmeans++", "random"}
         :math:`D^2` sampling (module notes) or uniform rows.
+    in_draw_order : bool, default False
+        Append the new rows in the order of the rounds that drew them (so
+        that every prefix of the new rows is a :math:`D^2` draw of its own,
+        for nested fits: :mod:`nyhopt.solvers.penalty_path`), instead of
+        the order of the rows in ``X``.
 
     Returns
     -------
@@ -125,10 +130,12 @@ def add_centers(X, centers, lengthscale, m_new, rng, how="kmeans++"):
         chosen[idx] = True
         picks.append(idx)
         d2 = xp.minimum(d2, _nearest_sq_dist(C, C[xp.asarray(idx)], xp))
-    idx = np.sort(np.concatenate(picks)) if picks else np.zeros(0, dtype=int)
+    idx = np.concatenate(picks) if picks else np.zeros(0, dtype=int)
     if idx.size < m_new:  # fewer positive weights than asked: fill uniformly from the rest
         rest = np.flatnonzero(~chosen)
-        idx = np.sort(np.concatenate([idx, rng.choice(rest, size=m_new - idx.size, replace=False)]))
+        idx = np.concatenate([idx, rng.choice(rest, size=m_new - idx.size, replace=False)])
+    if not in_draw_order:
+        idx = np.sort(idx)
     return xp.concatenate([xp.asarray(centers, dtype=xp.float64), Xc[xp.asarray(idx)]])
 
 

@@ -30,7 +30,8 @@ _NO_LIMIT = 1e12
 def check_replay(replay):
     """``(stages, final)`` from ``replay``: a ``TuneResult`` of a budgeted run, or its ``stages``.
 
-    ``final``: the final fit's ``(centers, rows)`` of a result on row samples, else ``(0, 0)``.
+    ``final``: the final fit's ``(centers, rows, considered)``: its centers and rows on row samples, else 0, 0;
+    the most centers its choice on held-out rows considered in memory, else 0.
     """
     stages = getattr(replay, "stages", replay)
     try:
@@ -42,13 +43,14 @@ def check_replay(replay):
                          f"(a non-empty tuple of Stage), got {type(replay).__name__}")
     rows = int(getattr(replay, "final_rows", 0) or 0)
     params = getattr(replay, "params", None)
-    return stages, (int(params.n_centers) if rows and params is not None else 0, rows)
+    return stages, (int(params.n_centers) if rows and params is not None else 0, rows,
+                    int(getattr(replay, "final_centers", 0) or 0))
 
 
 class Replay(_Run):
     """A budgeted run whose clock decisions are those recorded in ``script`` (see the module notes)."""
 
-    def __init__(self, a, parts, budget, script=(), final=(0, 0)):
+    def __init__(self, a, parts, budget, script=(), final=(0, 0, 0)):
         super().__init__(a, parts, budget)
         self.script, self.recorded_final = tuple(script), tuple(final)
 
@@ -80,8 +82,11 @@ class Replay(_Run):
         return math.inf if self._next() is not None else None
 
     def final_size(self, stage):
-        centers, rows = self.recorded_final
+        centers, rows, _ = self.recorded_final
         return max(centers, stage.centers), rows or self.rows.n_train
+
+    def refit_size(self, m):
+        return max(self.recorded_final[2], m)
 
     def maybe_switch(self, name, obj, params, wrt):
         rec = self._next()

@@ -64,6 +64,7 @@ from ._clock import Budget, SizeCost, Stage, check_time_budget
 from ._grow import add_centers, grow_state, next_size
 from ._finish import finish, winning_stage
 from ._precision import EpochRows, grown_in_float32
+from ._refit import refit_applies, refit_reserve, widest
 from ...solvers.direct import products_in
 from .._init import as_generator
 from .._setup import build_objective
@@ -211,6 +212,8 @@ class _Run:
         if polish:
             return 1.25 * f * self.n_all / self.n_tr
         if self.internal and self.rows is None:
+            if refit_applies(self):  # the final fit chosen on the held-out rows (._refit)
+                return 1.25 * f + refit_reserve(self, m)
             return 1.25 * f * (1.0 + self.n_all / self.n_tr)
         return 1.25 * f
 
@@ -293,8 +296,8 @@ class _Run:
         solver = self.a["solver"]
         if on_cluster(X):
             solver = "falkon"
-        elif self.rows is not None and solver == "auto":
-            solver = "direct"  # its one pass over the rows is the variance model's pass: a cost linear in the rows
+        elif solver == "auto":
+            solver = "direct"  # one pass over the rows, also the variance model's; Falkon's iterations cost more
         solver = choose_solver(solver, X.shape[0], params.n_centers)
         with products_in(products):
             return p.final_model(s.task, s.template, params, X, y, s.dtype, solver, client,
@@ -340,6 +343,10 @@ class _Run:
             return f64 * (self.epoch_rows.fit_factor(rows, m) if m > stage.centers else 1.0)
 
         return final_size(self.rows, seconds, stage.centers, stage.rows, self.usable(final=True))
+
+    def refit_size(self, m):
+        """The most centers the final fit chosen on held-out rows considers after a stage at ``m`` (:mod:`._refit`)."""
+        return widest(self, m)
 
     # -- the schedule -------------------------------------------------------------------------
     def allot(self, m, can_grow, intermediate=False):
