@@ -271,3 +271,41 @@ class ProteinP4:
 if __name__ == "__main__":  # python asv_bench/benchmarks/bench_solvers.py: print P4 once
     for m, rec in ProteinP4().setup_cache().items():
         print(f"m={m}: " + ", ".join(f"{k}={v:.4g}" for k, v in rec.items()))
+
+
+class PenaltyPath:
+    """The held-out errors of 5 nested sizes at 13 penalties from one pass (``held_out_path``), and one direct fit.
+
+    n = 24 000 synthetic rows (d = 8, float64), 2000 held-out rows, m = 1000
+    and 3000 centers (the first m rows).  The path costs the fit's pass plus
+    the held-out rows' triangular solve and one :math:`m^3/3` factorization a
+    penalty; a budgeted run's final fit makes it once
+    (``docs/tuning.md``, "A time budget", point 5).
+    """
+
+    params = [[1000, 3000], ["path", "one fit"]]
+    param_names = ["m", "what"]
+    timeout = 600
+    number = 1
+    repeat = (3, 10, 60.0)
+
+    def setup(self, m, what):
+        import nyhopt as nh
+        from nyhopt.datasets import synthetic
+
+        ds = synthetic(26000, d=8, n_test=10, seed=1234)
+        X, y = ds.X_train, ds.y_train
+        self.X, self.y, self.Xv, self.yv = X[:24000], y[:24000], X[24000:], y[24000:]
+        self.Z = np.ascontiguousarray(X[:m])
+        self.kernel = nh.GaussianKernel(np.ones(8))
+        self.sizes = np.unique(np.geomspace(m // 4, m, 5).astype(int))
+        self.penalties = 1e-4 * 2.0 ** -np.arange(13)
+
+    def time_path(self, m, what):
+        from nyhopt.solvers.direct import direct_solve
+        from nyhopt.solvers.penalty_path import held_out_path
+
+        if what == "path":
+            held_out_path(self.kernel, self.X, self.Z, self.y, self.Xv, self.yv, self.penalties, self.sizes)
+        else:
+            direct_solve(self.kernel, self.X, self.Z, self.y, 1e-4)

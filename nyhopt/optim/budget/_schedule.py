@@ -37,8 +37,12 @@ the loop of :func:`nyhopt.tune` at a fixed number of centers :math:`m`:
    :math:`\mathcal L_{Prop}`).
 5. **Finish**: the largest stage whose held-out losses are not clearly
    above the lowest error's (:func:`_largest_within_noise`; without
-   held-out rows, the last stage) gives the model.  With rows held out by the run
-   itself, a last stage (:func:`._finish.polish`) tunes that stage's objective on
+   held-out rows, the last stage) gives the model.  With at least
+   :data:`._refit.MIN_HELD_OUT` rows held out by the run itself (regression in
+   memory), the final fit's centers (up to a few times those tuned) and penalty are chosen on
+   them (:mod:`._refit`; the stages leave time for it: :func:`._refit.refit_reserve`).
+   Where that choice changes nothing, or with fewer held-out rows of its
+   own, a last stage (:func:`._finish.polish`) tunes that stage's objective on
    all the rows from its best point, for the time left (at least
    :data:`POLISH_EPOCHS` epochs, else it is skipped; :mod:`._finish`); its held-out error is
    NaN.  Otherwise, a best stage that time cut short goes on.  All within
@@ -290,7 +294,11 @@ class _Run:
         return loop, reason, err
 
     def fit(self, obj, params, X, y, client=None, products=None):
-        """The model at ``params`` on ``(X, y)``; ``products``: the direct solver's (:func:`~nyhopt.solvers.direct.products_in`)."""
+        """The model at ``params`` on ``(X, y)``; ``products``: the direct solver's (:func:`~nyhopt.solvers.direct.products_in`).
+
+        ``solver="auto"`` is the direct solver in memory (at any :math:`nm^2`: the budget costs it), Falkon on a
+        cluster.
+        """
         p = self.parts
         s = self.start
         solver = self.a["solver"]
