@@ -44,3 +44,24 @@ def require_data(name: str) -> pathlib.Path:
     if not path.exists():
         pytest.skip(f"dataset folder {path} not found (set NYHOPT_DATA)")
     return path
+
+
+class TickClock:
+    """A simulated clock for budgeted runs: every read advances it by ``tick`` seconds."""
+
+    def __init__(self, tick=0.01):
+        self.t, self.tick = 0.0, tick
+
+    def __call__(self):
+        self.t += self.tick
+        return self.t
+
+
+@pytest.fixture
+def tick_clock(monkeypatch):
+    """The budget's clock replaced by a :class:`TickClock` (test modules with their own fixture keep theirs)."""
+    from nyhopt.optim.budget import _clock
+
+    clock = TickClock()
+    monkeypatch.setattr(_clock, "CLOCK", clock)
+    return clock

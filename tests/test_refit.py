@@ -8,25 +8,9 @@ import numpy as np
 import pytest
 
 import nyhopt as nh
-from nyhopt.optim.budget import _clock as _budget, _refit
+from nyhopt.optim.budget import _refit
 from nyhopt.optim.budget._grow import add_centers
 from nyhopt.optim.budget._rows import FINAL_MAX_CENTERS
-
-
-class TickClock:
-    def __init__(self, tick=0.01):
-        self.t, self.tick = 0.0, tick
-
-    def __call__(self):
-        self.t += self.tick
-        return self.t
-
-
-@pytest.fixture
-def tick_clock(monkeypatch):
-    clock = TickClock()
-    monkeypatch.setattr(_budget, "CLOCK", clock)
-    return clock
 
 
 @pytest.fixture
