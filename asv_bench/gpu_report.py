@@ -37,7 +37,7 @@ Each case is guarded: a failure prints its traceback and the script goes on.
 Usage (on the GPU machine, from the repository root)::
 
     PYTHONPATH=. python asv_bench/gpu_report.py [quick | fused | routes [budget] | exact28 | blocks | gram
-                                                 | higgs [budget]] [--tiny]
+                                                 | higgs [budget] | budget [seconds]] [--tiny]
 
 ``fused`` runs the HIGGS-size passes only; ``--tiny`` (pieces modes) runs toy sizes, also on a CPU.
 """
@@ -367,7 +367,7 @@ def _card():
 
 if __name__ == "__main__":
     arg = sys.argv[1] if len(sys.argv) > 1 else ""
-    if arg in ("blocks", "gram", "higgs"):
+    if arg in ("blocks", "gram", "higgs", "budget"):
         import os
 
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -139,6 +139,28 @@ def test_a_failed_float32_stage_runs_again_in_float64(built, monkeypatch):
     assert np.isfinite(res.model.predict(X[:5])).all()
 
 
+def test_a_float32_stage_that_fails_at_its_first_epoch_runs_again_in_float64(built, monkeypatch):
+    X, y = _problem()
+    inner = _budgeted._Run.stage
+    failed = []
+
+    def stage(self, name, obj, *args, **kwargs):
+        if obj.X.dtype == np.float32 and not failed:
+            def broken(params, *a, **k):  # K_mm of many centers, not positive definite in float32
+                raise IllConditionedError("K_mm + jitter*I is not numerically positive definite")
+
+            obj.value_and_grad = broken
+            failed.append(self.stages[-1].centers)
+        return inner(self, name, obj, *args, **kwargs)
+
+    monkeypatch.setattr(_budgeted._Run, "stage", stage)
+    res = nh.tune(X, y, time_budget=20, random_state=0, progress=False)
+    assert failed and [dt for _, dt in built].count("float32") == 1  # in float64 from then on
+    assert max(s.centers for s in res.stages) > failed[0]  # the grown stage ran, in float64
+    assert not any(s.stop_reason.startswith("failed") for s in res.stages)
+    assert np.isfinite(res.model.predict(X[:5])).all()
+
+
 def test_without_a_budget_nothing_is_cast(monkeypatch):
     X, y = _problem(300)
     a = nh.tune(X, y, epochs=5, random_state=0, progress=False)

@@ -14,6 +14,7 @@ import nyhopt as nh
 from nyhopt import Params
 from nyhopt.optim.budget import _clock as _budget, _finish, _rows, _schedule as _budgeted
 from nyhopt.optim.budget._rows import RowPlan, final_rows, final_size, rescale_penalty
+from nyhopt.solvers.penalty_path import held_out_path
 
 
 class TickClock:
@@ -123,6 +124,32 @@ def test_the_final_fit_takes_more_centers_where_the_held_out_rows_say_so(small_s
     assert math.sqrt(np.mean((res.model.predict(Xt) - yt) ** 2)) < 0.3
 
 
+def test_with_enough_held_out_rows_the_wide_fit_takes_the_lowest_point_of_the_path(small_sample, monkeypatch):
+    from nyhopt.optim.budget import _refit
+
+    seen = []
+
+    def spy(kernel, X, Z, Y, X_val, Y_val, penalties, sizes, fit_intercept=False):
+        errors = held_out_path(kernel, X, Z, Y, X_val, Y_val, penalties, sizes, fit_intercept=fit_intercept)
+        seen.append((list(penalties), list(sizes), errors, X.shape[0], X_val.shape[0]))
+        return errors
+
+    monkeypatch.setattr(_refit, "held_out_path", spy)
+    monkeypatch.setattr(_refit, "MIN_HELD_OUT", 150)
+    monkeypatch.setattr(_budgeted, "MAX_CENTERS", 600)  # no stage takes nearly every row: a wide fit follows
+    X, y = _problem()  # 150 rows held out
+    res = nh.tune(X, y, time_budget=30.0, progress=False, standardize=False, random_state=0)
+    assert len(seen) == 1
+    penalties, sizes, errors, n_rows, n_val = seen[0]
+    assert n_val == 150 and n_rows == res.final_rows and sizes[0] in {s.centers for s in res.stages}
+    assert len(penalties) == len(_refit.PENALTY_FACTORS)
+    i, j = np.unravel_index(np.nanargmin(errors), errors.shape)
+    assert res.params.n_centers == sizes[i]
+    assert float(res.params.penalty) == pytest.approx(penalties[j], rel=1e-12)
+    assert res.model.penalty == pytest.approx(penalties[j], rel=1e-12)
+    assert errors[i, j] <= errors[-1, list(_refit.PENALTY_FACTORS).index(1.0)]  # the wide fit at the tuned penalty
+
+
 def test_a_wider_final_fit_with_a_higher_held_out_error_is_not_kept(small_sample, monkeypatch):
     X, y = _problem()
     kw = dict(time_budget=30.0, progress=False, standardize=False, random_state=0)
@@ -221,6 +248,7 @@ def _products_recorder(monkeypatch, fail_float32=False):
     from nyhopt.solvers.direct import products_in
 
     monkeypatch.setattr(_precision, "FLOAT32_FROM", 1e6)
+    monkeypatch.setattr(_budgeted, "MAX_CENTERS", 600)  # no stage takes nearly every row: a wide fit follows
     seen = []
 
     @contextmanager

@@ -31,7 +31,7 @@ from .._tracking import predictive_scores
 from .._progress import announce
 from ._choice import holdout_losses, largest_within_noise, variance_factor, with_fallback
 from ._grow import add_centers
-from ._refit import wide_refit
+from ._refit import lowest_on_path, path_applies, wide_refit
 from ._rows import rescale_penalty
 
 __all__ = ["CALIBRATE", "CALIBRATE_MIN_ROWS", "winning_stage", "polish", "final_on_rows", "finish"]
@@ -102,8 +102,13 @@ def final_on_rows(run, k):
     :meth:`_Run.final_size` gives the centers and rows
     (:func:`nyhopt.optim.budget._rows.final_size`).  More centers than stage
     ``k`` tuned are added as the grown stages add theirs
-    (:func:`nyhopt.optim.budget._grow.add_centers`, in the tuned metric), and
-    the wider fit (its products in float32 where the stages' may be:
+    (:func:`nyhopt.optim.budget._grow.add_centers`, in the tuned metric, in
+    draw order); with enough held-out rows
+    (:func:`~nyhopt.optim.budget._refit.path_applies`) the leading centers
+    and the penalty are chosen on them from one pass over the final rows
+    (:func:`~nyhopt.optim.budget._refit.lowest_on_path`), as an in-memory
+    run chooses its final fit (:mod:`nyhopt.optim.budget._refit`).  The
+    wider fit (its products in float32 where the stages' may be:
     :meth:`~nyhopt.optim.budget._precision.EpochRows.fit_products`) replaces
     the stage's model only where it succeeds and its held-out error is lower;
     its rows (at most ``FINAL_MAX_ROWS``)
@@ -119,13 +124,18 @@ def final_on_rows(run, k):
     params = rescale_penalty(loop.best_params, st.rows, rows)
     if m > st.centers and model is not None:
         rng = np.random.default_rng(run.seed)
-        centers = add_centers(run.X_tr, params.centers, params.lengthscale, m - st.centers, rng)
+        centers = add_centers(run.X_tr, params.centers, params.lengthscale, m - st.centers, rng, in_draw_order=True)
         wide = params.replace(centers=centers)
-        announce(run.a["progress"], f"final fit: {rows} rows, {m} centers ({st.centers} tuned), "
+        choose = path_applies(run)
+        announce(run.a["progress"], f"final fit: {rows} rows, {m} centers ({st.centers} tuned)"
+                                    f"{', centers and penalty chosen on held-out rows' if choose else ''}, "
                                     f"{max(run.budget.left(), 0.0):.0f}s left")
         X, y = run.rows.gather(*run.full, run.rows.sample(rows), run.client)  # to the driver (bounded: final_size)
+        if choose:
+            chosen = lowest_on_path(run, obj, params, X, y, centers, run.epoch_rows.fit_products(rows, m))
+            wide = wide if chosen is None else chosen[1]
         try:
-            wide_model = run.fit(obj, wide, X, y, products=run.epoch_rows.fit_products(rows, m))
+            wide_model = run.fit(obj, wide, X, y, products=run.epoch_rows.fit_products(rows, wide.n_centers))
         except IllConditionedError:  # a failed factorization (float32 products too round?): the stage's model
             wide_model = None
         if wide_model is not None:

@@ -33,8 +33,9 @@ float32 stage (from float64 measurements) and the last stage on all the rows
 (float64, projected from float32 measurements) are costed right.
 
 A grown stage whose factorization fails in float32 (nearly noise-free data
-can tune :math:`n\lambda` below float32's rounding of :math:`AA^\top`) is
-run again from its best point in float64, and the run stays in float64
+can tune :math:`n\lambda` below float32's rounding of :math:`AA^\top`), or
+at its first epoch (:math:`K_{mm}` of many centers in few features), is run
+again from its best point in float64, and the run stays in float64
 (:meth:`EpochRows.fall_back`).
 
 The final fit of a run on row samples, at up to eight times the tuned

@@ -32,6 +32,14 @@ So with at least :data:`MIN_HELD_OUT` rows held out by the run itself
    all the rows at those centers and that penalty (the stage's tuned
    :math:`\lambda`, as the final fit of an in-memory run always took it).
    Otherwise nothing changes (the last stage on all the rows, then the fit).
+
+A run on row samples (:mod:`nyhopt.optim.budget._rows`) makes the same
+choice for its wide final fit where it holds out at least
+:data:`MIN_HELD_OUT` rows (:func:`path_applies`): the path runs over the
+final fit's own rows, from the tuned centers to the widest that
+``final_size`` buys (which counts :data:`PATH_PASSES` fits for it), and the
+final model is fitted at the choice (:func:`lowest_on_path`;
+``nyhopt.optim.budget._finish.final_on_rows``).
 """
 from __future__ import annotations
 
@@ -48,7 +56,8 @@ from ._grow import add_centers
 from ._rows import FINAL_MAX_CENTERS
 
 __all__ = ["PENALTY_FACTORS", "WIDE_FACTOR", "N_SIZES", "MIN_ROWS_PER_CENTER", "MIN_HELD_OUT", "REFIT_Z", "REFIT_SHARE",
-           "refit_applies", "refit_reserve", "widest", "wide_refit"]
+           "PATH_PASSES", "refit_applies", "refit_reserve", "widest", "wide_refit",
+           "path_applies", "path_sizes", "lowest_on_path"]
 
 #: The penalties tried: the tuned one times these factors (4 down to 1/1024, by halves).
 PENALTY_FACTORS = tuple(2.0 ** k for k in range(2, -11, -1))
@@ -64,6 +73,9 @@ FITS = 3.0
 MIN_HELD_OUT = 1000
 #: The most of the budget the stages leave for the final fit (what its widest size needs, if less).
 REFIT_SHARE = 0.25
+#: A wide final fit on row samples chosen on the path costs this many fits: the path's pass over the rows, its
+#: factorizations (one per penalty), then the fit at the choice (:func:`path_applies`).
+PATH_PASSES = 2.25
 #: The chosen fit's held-out squared errors must be below the stage's by this many paired standard errors.
 REFIT_Z = 2.0
 
@@ -106,6 +118,14 @@ def refit_applies(run):
                 and s.X_val.shape[0] >= MIN_HELD_OUT)
 
 
+def path_applies(run):
+    """Whether the wide final fit of a run on row samples is chosen on the path: regression, at least
+    :data:`MIN_HELD_OUT` held-out rows (``nyhopt.optim.budget._finish.final_on_rows``)."""
+    s = run.start
+    return bool(run.rows is not None and s.task == "regression" and s.X_val is not None
+                and s.X_val.shape[0] >= MIN_HELD_OUT)
+
+
 def wide_refit(run, k):
     """``(params, judge, top)`` of the final fit chosen on the held-out rows after stage ``k``, or None (module notes).
 
@@ -123,29 +143,53 @@ def wide_refit(run, k):
     top = run.refit_size(m)
     rng = np.random.default_rng(run.seed + 1)
     Z = add_centers(run.X_tr, p.centers, p.lengthscale, top - m, rng, in_draw_order=True) if top > m else p.centers
-    sizes = sorted({int(round(v)) for v in np.geomspace(m, top, N_SIZES)})
-    lam0 = p.penalty
-    intercept = getattr(obj, "mean", "zero") == "constant"
-    announce(run.a["progress"], f"final fit: {len(sizes)} sizes up to {top} centers ({m} tuned), "
+    announce(run.a["progress"], f"final fit: {N_SIZES} sizes up to {top} centers ({m} tuned), "
                                 f"{len(PENALTY_FACTORS)} penalties, {max(run.budget.left(), 0.0):.0f}s left")
-    kernel = s.template.with_lengthscale(p.lengthscale.copy())
+    chosen = lowest_on_path(run, obj, p, run.X_tr, run.y_tr, Z, run.epoch_rows.fit_products(run.n_tr, top))
+    if chosen is None or not chosen[0] < float(np.mean(run.losses[k])):
+        return None
+    params = chosen[1]
     try:
-        with products_in(run.epoch_rows.fit_products(run.n_tr, top)):
-            errors = held_out_path(kernel, run.X_tr, Z, run.y_tr, s.X_val,
-                                   s.y_val, [lam0 * f for f in PENALTY_FACTORS], sizes, fit_intercept=intercept)
-    except IllConditionedError:
-        return None
-    if not np.isfinite(errors).any():
-        return None
-    i, j = np.unravel_index(np.nanargmin(errors), errors.shape)
-    base = float(np.mean(run.losses[k]))
-    if not errors[i, j] < base or (sizes[i] == m and PENALTY_FACTORS[j] == 1.0):
-        return None
-    params = p.replace(centers=Z[:sizes[i]], log_penalty=np.asarray(p.log_penalty + math.log(PENALTY_FACTORS[j])))
-    try:
-        judge = run.fit(obj, params, run.X_tr, run.y_tr, products=run.epoch_rows.fit_products(run.n_tr, sizes[i]))
+        judge = run.fit(obj, params, run.X_tr, run.y_tr, products=run.epoch_rows.fit_products(run.n_tr, params.n_centers))
     except IllConditionedError:
         return None
     if not clearly_better(holdout_losses(judge, s.task, s.X_val, s.y_val), run.losses[k], z=REFIT_Z):
         return None
     return params, judge, top
+
+
+def path_sizes(m, top):
+    """The :data:`N_SIZES` numbers of leading centers tried, geometrically spaced from ``m`` to ``top``."""
+    return sorted({int(round(v)) for v in np.geomspace(m, top, N_SIZES)})
+
+
+def lowest_on_path(run, obj, p, X, y, Z, products):
+    r"""``(error, params)`` of the lowest held-out error on the path from ``p``, or None.
+
+    The fits on ``(X, y)`` at the leading :func:`path_sizes` of the centers
+    ``Z`` (from ``p``'s count to all of ``Z``, which start with ``p``'s
+    centers) and at the penalties :math:`\lambda_p f`, :math:`f \in`
+    :data:`PENALTY_FACTORS`, scored on the run's held-out rows
+    (:func:`~nyhopt.solvers.penalty_path.held_out_path`, one pass over ``X``,
+    its products as ``products`` says: :func:`~nyhopt.solvers.direct.products_in`).
+    None where that fails, where every fit fails, or where the lowest is
+    ``p`` itself.
+    """
+    s = run.start
+    m = int(p.n_centers)
+    sizes = path_sizes(m, Z.shape[0])
+    kernel = s.template.with_lengthscale(p.lengthscale.copy())
+    intercept = getattr(obj, "mean", "zero") == "constant"
+    try:
+        with products_in(products):
+            errors = held_out_path(kernel, X, Z, y, s.X_val, s.y_val, [p.penalty * f for f in PENALTY_FACTORS],
+                                   sizes, fit_intercept=intercept)
+    except IllConditionedError:
+        return None
+    if not np.isfinite(errors).any():
+        return None
+    i, j = np.unravel_index(np.nanargmin(errors), errors.shape)
+    if sizes[i] == m and PENALTY_FACTORS[j] == 1.0:
+        return None
+    return float(errors[i, j]), p.replace(centers=Z[:sizes[i]],
+                                          log_penalty=np.asarray(p.log_penalty + math.log(PENALTY_FACTORS[j])))

@@ -33,8 +33,10 @@ rows instead and grows it:
   float32 where the stages' may be
   (:meth:`~nyhopt.optim.budget._precision.EpochRows.fit_products`).  The
   kernel is the one tuned, so the wider fit is a better Nystrom
-  approximation of the same Gaussian-process posterior; it is kept only
-  where its held-out error is lower.  Where no wider fit is affordable, the
+  approximation of the same Gaussian-process posterior; with enough
+  held-out rows its leading centers and its penalty are chosen on them from
+  one pass over its rows (:mod:`nyhopt.optim.budget._refit`), and it is
+  kept only where its held-out error is lower.  Where no wider fit is affordable, the
   largest prefix of the training rows that the time left buys
   (:func:`final_rows`).  Never the held-out rows, so that the 95% intervals
   are calibrated on rows the final model has not seen.

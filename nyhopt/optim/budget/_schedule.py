@@ -61,6 +61,8 @@ import math
 import numbers
 import statistics
 
+import numpy as np
+
 from ...models._estimator_params import check_feature_names_arg
 from ...backend import get_namespace
 from ...placement import on_cluster
@@ -68,7 +70,7 @@ from ._clock import Budget, SizeCost, Stage, check_time_budget
 from ._grow import add_centers, grow_state, next_size
 from ._finish import finish, winning_stage
 from ._precision import EpochRows, grown_in_float32
-from ._refit import refit_applies, refit_reserve, widest
+from ._refit import PATH_PASSES, path_applies, refit_applies, refit_reserve, widest
 from ...solvers.direct import products_in
 from .._init import as_generator
 from .._setup import build_objective
@@ -263,12 +265,18 @@ class _Run:
             return (f"stage {len(self.stages)} {name}: {self.n_tr} rows, {m} centers{held}, "
                     f"{max(b.left(), 0.0):.0f}s left")
 
-        loop = self.parts.loop(
-            obj, params, wrt, mask, profile, None if polish else self.start.tracker,
-            self.start.X_val is not None and not polish,
-            epochs=a["epochs"], lr=a["lr"], b1=a["b1"], b2=a["b2"], eps=a["eps"], patience=a["patience"],
-            min_delta=a["min_delta"], rel_delta=a["rel_delta"], callback=guard, record_terms=a["record_terms"],
-            progress=a["progress"], checkpoint=None, signature=None, state=state, status=status)
+        try:
+            loop = self.parts.loop(
+                obj, params, wrt, mask, profile, None if polish else self.start.tracker,
+                self.start.X_val is not None and not polish,
+                epochs=a["epochs"], lr=a["lr"], b1=a["b1"], b2=a["b2"], eps=a["eps"], patience=a["patience"],
+                min_delta=a["min_delta"], rel_delta=a["rel_delta"], callback=guard, record_terms=a["record_terms"],
+                progress=a["progress"], checkpoint=None, signature=None, state=state, status=status)
+        except np.linalg.LinAlgError:  # its first epoch failed (many centers, float32 products): again in float64
+            if polish or not self.epoch_rows.fall_back(obj):
+                raise
+            again = self.parts.objective_stage(self.objective(name, m), self.freeze, self.start.tracker)
+            return self.stage(name, *again, params, state, allot - (b.now() - t0))
         if times:
             self.add_cost(self.epoch_cost, m, statistics.median(times), obj)
         reason = "time" if (loop.stop_reason == "callback" and why[0] == "time") else loop.stop_reason
@@ -346,9 +354,11 @@ class _Run:
 
     def final_size(self, stage):
         """``(centers, rows)`` of the final fit after ``stage`` (a run on row samples): what the time left buys."""
+        passes = PATH_PASSES if path_applies(self) else 1.0
+
         def seconds(m, rows):  # a fit on rows >= 12 m is O(n m^2): the Gram matrix of its rows
             f64 = self.fit_cost.predict(m, default=0.0, exponent=2.0) * rows / self.n_ref
-            return f64 * (self.epoch_rows.fit_factor(rows, m) if m > stage.centers else 1.0)
+            return f64 * (passes * self.epoch_rows.fit_factor(rows, m) if m > stage.centers else 1.0)
 
         return final_size(self.rows, seconds, stage.centers, stage.rows, self.usable(final=True))
 
