@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import nyhopt as nh
-from nyhopt.optim.budget import _rows, _schedule as _budgeted
+from nyhopt.optim.budget import _refit, _rows, _schedule as _budgeted
 
 
 def _problem(n=900, d=3, seed=0):
@@ -41,13 +41,17 @@ def test_replay_reproduces_a_budgeted_run_bit_for_bit():
                                   first.params.centers)  # the stages alone replay too
 
 
-def test_replay_on_row_samples(monkeypatch):
+@pytest.mark.parametrize("choose", [False, True], ids=["tuned-penalty", "chosen-on-held-out-rows"])
+def test_replay_on_row_samples(monkeypatch, choose):
     monkeypatch.setattr(_budgeted, "START_ROWS", 300)
     monkeypatch.setattr(_rows, "START_ROWS", 300)
     monkeypatch.setattr(_rows, "SAMPLE_FROM", 300)
+    if choose:  # the wide fit's centers and penalty chosen on the 150 held-out rows
+        monkeypatch.setattr(_refit, "MIN_HELD_OUT", 150)
     X, y = _problem(1500)
     first = nh.tune(X, y, time_budget=8.0, progress=False, standardize=False)
     assert first.final_rows > 0 and first.stages[0].rows == 300
+    assert first.final_centers >= first.params.n_centers if choose else first.final_centers == 0
     again = nh.tune(X, y, replay=first, progress=False, standardize=False)
     _same_run(first, again)
     np.testing.assert_array_equal(first.model.predict(X[:20]), again.model.predict(X[:20]))

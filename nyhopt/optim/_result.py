@@ -64,9 +64,9 @@ class TuneResult(NamedTuple):
         centers, more than the stages tuned where that held-out error was
         lower, are those of ``params``.
     final_centers : int
-        With ``time_budget`` on in-memory rows where the final fit was
-        chosen on the held-out rows (``docs/tuning.md``, "A time budget",
-        point 6): the most centers that choice considered; 0 otherwise.
+        With ``time_budget`` where the final fit was chosen on the held-out
+        rows (``docs/tuning.md``, "A time budget", point 5, and "Large data",
+        point 3): the most centers that choice considered; 0 otherwise.
         The centers and penalty chosen are those of ``params``.
     transform : TransformChoice or None
         With ``time_budget`` on a regression table with skewed columns or a

@@ -97,7 +97,11 @@ def _calibrate(run, model, judge):
 
 
 def final_on_rows(run, k):
-    """``(model, params, rows)`` of a run on row samples: stage ``k`` refitted as widely as the time buys.
+    """``(model, params, rows, considered)`` of a run on row samples: stage ``k`` refitted as widely as the time buys.
+
+    ``considered``: the most centers of the choice on held-out rows where it
+    made the final model, else 0 (``TuneResult.final_centers``, which a
+    replay takes as its widest fit).
 
     :meth:`_Run.final_size` gives the centers and rows
     (:func:`nyhopt.optim.budget._rows.final_size`).  More centers than stage
@@ -142,13 +146,13 @@ def final_on_rows(run, k):
             losses = holdout_losses(wide_model, run.start.task, run.start.X_val, run.start.y_val)
             if float(np.mean(losses)) < float(np.mean(run.losses[k])):
                 _calibrate(run, wide_model, wide_model)
-                return wide_model, wide, rows
+                return wide_model, wide, rows, m if choose else 0
         params, rows = loop.best_params, st.rows  # the stage's own model: lower held-out error
     elif rows > st.rows or model is None:
         X, y = run.rows.select(*run.full, run.rows.sample(rows))
         model = run.fit(obj, params, X, y, client=run.client)
     _calibrate(run, model, model)
-    return model, params, rows
+    return model, params, rows, 0
 
 
 def finish(run, k, freeze, feature_names):
@@ -157,7 +161,7 @@ def finish(run, k, freeze, feature_names):
     loop, obj, model, offset, _ = run.results[k]
     extra = {}
     if run.rows is not None:
-        model, params, extra["final_rows"] = final_on_rows(run, k)
+        model, params, extra["final_rows"], extra["final_centers"] = final_on_rows(run, k)
     else:
         refit = None
         if run.internal:

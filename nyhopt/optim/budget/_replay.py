@@ -30,8 +30,9 @@ _NO_LIMIT = 1e12
 def check_replay(replay):
     """``(stages, final)`` from ``replay``: a ``TuneResult`` of a budgeted run, or its ``stages``.
 
-    ``final``: the final fit's ``(centers, rows, considered)``: its centers and rows on row samples, else 0, 0;
-    the most centers its choice on held-out rows considered in memory, else 0.
+    ``final``: the final fit's ``(centers, rows, considered)``: on row samples its widest centers (those
+    its choice on held-out rows considered, else its own) and its rows, else 0, 0; the most centers that
+    choice considered, else 0.
     """
     stages = getattr(replay, "stages", replay)
     try:
@@ -43,8 +44,9 @@ def check_replay(replay):
                          f"(a non-empty tuple of Stage), got {type(replay).__name__}")
     rows = int(getattr(replay, "final_rows", 0) or 0)
     params = getattr(replay, "params", None)
-    return stages, (int(params.n_centers) if rows and params is not None else 0, rows,
-                    int(getattr(replay, "final_centers", 0) or 0))
+    considered = int(getattr(replay, "final_centers", 0) or 0)
+    centers = (considered or int(params.n_centers)) if rows and params is not None else 0
+    return stages, (centers, rows, considered)
 
 
 class Replay(_Run):
