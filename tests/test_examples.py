@@ -5,6 +5,7 @@ import csv
 import importlib.util
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -262,10 +263,15 @@ def test_uncertainty_1d_figure(tmp_path):
 
 
 def test_uncertainty_page_quotes_the_figure_script(tmp_path):
-    """docs/uncertainty.md quotes the coverage the script prints at its defaults (it had drifted)."""
+    """docs/uncertainty.md quotes the coverage the script prints at its defaults (it had drifted).
+
+    Within 0.2 points (10 of the 5000 samples): the tuning's rounding differs between
+    processors' BLAS kernels (96.4% on an AMD EPYC, 96.3% on an Intel Xeon).
+    """
     cover = _load("uncertainty_1d").main(["--out", str(tmp_path)])
-    page = (ROOT / "docs" / "uncertainty.md").read_text()
-    assert f"On 5000 fresh samples {100 * cover:.1f}% fall inside" in " ".join(page.split())
+    page = " ".join((ROOT / "docs" / "uncertainty.md").read_text().split())
+    quoted = re.search(r"On 5000 fresh samples ([0-9.]+)% fall inside", page)
+    assert quoted is not None and abs(float(quoted.group(1)) - 100 * cover) <= 0.2 + 1e-9
 
 
 def test_calibration_quick(tmp_path):

@@ -111,7 +111,9 @@ def test_a_large_run_tunes_on_samples_and_fits_on_more_rows(small_sample):
     assert math.sqrt(np.mean((mean - y[:50]) ** 2)) < 0.5
 
 
-def test_the_final_fit_takes_more_centers_where_the_held_out_rows_say_so(small_sample):
+def test_the_final_fit_takes_more_centers_where_the_held_out_rows_say_so(small_sample, monkeypatch):
+    # on 150 held-out rows the comparison can go either way (the next test takes the other): here the wide fit wins
+    monkeypatch.setattr(_finish, "holdout_losses", lambda model, task, X, y: np.zeros(X.shape[0]))
     X, y = _problem()
     budget = 30.0
     res = nh.tune(X, y, time_budget=budget, progress=False, standardize=False, random_state=0)
