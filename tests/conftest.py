@@ -50,16 +50,17 @@ class TickClock:
     """A simulated clock for budgeted runs: every read advances it by ``tick`` seconds."""
 
     def __init__(self, tick=0.01):
-        self.t, self.tick = 0.0, tick
+        self.t, self.tick, self.reads = 0.0, tick, 0
 
     def __call__(self):
+        self.reads += 1
         self.t += self.tick
         return self.t
 
 
 @pytest.fixture
 def tick_clock(monkeypatch):
-    """The budget's clock replaced by a :class:`TickClock` (test modules with their own fixture keep theirs)."""
+    """The budget's clock replaced by a :class:`TickClock`."""
     from nyhopt.optim.budget import _clock
 
     clock = TickClock()

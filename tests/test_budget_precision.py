@@ -15,7 +15,7 @@ from nyhopt.params import Params
 from nyhopt.solvers import jitter
 
 from _bounds import sum_error
-from test_time_budget import TickClock
+from conftest import TickClock
 
 
 def _problem(n=800, d=3, seed=0, noise=0.1):

@@ -23,25 +23,6 @@ def _problem(n=600, d=3, seed=0):
     return X, y
 
 
-class TickClock:
-    """A simulated clock: every read advances it by ``tick`` seconds (no dependence on the machine's load)."""
-
-    def __init__(self, tick=0.01):
-        self.t, self.tick, self.reads = 0.0, tick, 0
-
-    def __call__(self):
-        self.reads += 1
-        self.t += self.tick
-        return self.t
-
-
-@pytest.fixture
-def tick_clock(monkeypatch):
-    clock = TickClock()
-    monkeypatch.setattr(_budget, "CLOCK", clock)
-    return clock
-
-
 # -- the pieces -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("bad", [0, -1.0, math.inf, math.nan, True, "60"])
 def test_time_budget_is_checked_with_its_name(bad):

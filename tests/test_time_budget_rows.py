@@ -16,16 +16,7 @@ from nyhopt.optim.budget import _clock as _budget, _finish, _rows, _schedule as 
 from nyhopt.optim.budget._rows import RowPlan, final_rows, final_size, rescale_penalty
 from nyhopt.solvers.penalty_path import held_out_path
 
-
-class TickClock:
-    """Every read advances the clock by ``tick`` seconds: a schedule that does not depend on the machine."""
-
-    def __init__(self, tick=0.01):
-        self.t, self.tick = 0.0, tick
-
-    def __call__(self):
-        self.t += self.tick
-        return self.t
+from conftest import TickClock
 
 
 @pytest.fixture
